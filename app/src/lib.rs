@@ -1,0 +1,1 @@
+//! The arlbook notebook in the browser: chapters, live figures and their controls.

@@ -1,0 +1,5 @@
+//! The math of the notebook: one module per idea, pure functions over slices.
+//!
+//! Every function validates its input and returns [`crate::FieldError`] naming the
+//! offending field; none panics on user input. Each module's `//!` gives the formula
+//! and where it comes from.

@@ -1,0 +1,2 @@
+//! The `arlbook` binary.
+fn main() {}

@@ -1,0 +1,1 @@
+//! Cross-crate tests of arlbook: article numbers, the CLI and the HTTP API, end to end.

@@ -1,0 +1,2 @@
+//! Project automation for arlbook.
+fn main() {}
