@@ -1,2 +1,36 @@
-//! The `arlbook` binary.
-fn main() {}
+//! The `arlbook` binary: serve the notebook and the API, and run the compute API from
+//! the command line.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod compute_cmd;
+
+/// arlbook: an interactive notebook on reinforcement learning for LLM agents.
+#[derive(Debug, Parser)]
+#[command(name = "arlbook", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run one computation of the compute API: JSON in (stdin or --input), JSON out.
+    Compute(compute_cmd::ComputeArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let outcome = match cli.command {
+        Command::Compute(args) => compute_cmd::run(&args),
+    };
+    match outcome {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,111 @@
+//! `arlbook compute <name>`: the compute API on the command line.
+//!
+//! Reads one JSON object (stdin, or `--input FILE`), prints one JSON object on stdout.
+//! A rejected input prints `{"error": {"field": ..., "message": ...}}` and exits with
+//! status 2, as the contract in DESIGN.md says.
+
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use arlbook_core::{FieldError, api};
+use clap::{Args, ValueEnum};
+use serde_json::{Value, json};
+
+/// Exit status for a rejected input (the contract's "status 2").
+const EXIT_BAD_INPUT: u8 = 2;
+
+/// Arguments of `arlbook compute`.
+#[derive(Debug, Args)]
+pub struct ComputeArgs {
+    /// The computation to run (see --list).
+    #[arg(required_unless_present = "list")]
+    name: Option<String>,
+    /// Read the request from this file instead of stdin.
+    #[arg(long)]
+    input: Option<PathBuf>,
+    /// Where to compute: the CPU reference, the GPU, or the GPU when one is found.
+    #[arg(long, value_enum, default_value_t = Backend::Auto)]
+    backend: Backend,
+    /// List the computations with a one-line description each.
+    #[arg(long)]
+    list: bool,
+    /// Pretty-print the JSON output.
+    #[arg(long)]
+    pretty: bool,
+}
+
+/// Compute backend selection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Backend {
+    /// The GPU when an adapter is found, else the CPU (said on stderr).
+    Auto,
+    /// The CPU reference implementation.
+    Cpu,
+    /// The wgpu compute path; fails when no adapter exists.
+    Gpu,
+}
+
+/// Runs the command; `Ok` carries the exit status to use.
+pub fn run(args: &ComputeArgs) -> anyhow::Result<ExitCode> {
+    if args.list {
+        let width = api::ENTRIES.iter().map(|e| e.name.len()).max().unwrap_or(0);
+        for entry in api::ENTRIES {
+            println!("{:width$}  {}", entry.name, entry.summary);
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let Some(name) = args.name.as_deref() else {
+        anyhow::bail!("name a computation, or pass --list");
+    };
+    let text = match &args.input {
+        Some(path) => std::fs::read_to_string(path)
+            .with_context(|| format!("reading --input {}", path.display()))?,
+        None => {
+            let mut text = String::new();
+            std::io::stdin()
+                .read_to_string(&mut text)
+                .context("reading the request from stdin")?;
+            text
+        }
+    };
+    match args.backend {
+        Backend::Gpu => {
+            return Ok(print_error(&FieldError::new(
+                "backend",
+                "the GPU backend is not built into this binary yet; use --backend cpu",
+            )));
+        }
+        Backend::Auto | Backend::Cpu => {}
+    }
+    let outcome = parse_json(&text).and_then(|request| api::compute(name, request));
+    match outcome {
+        Ok(response) => {
+            print_json(&response, args.pretty);
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(err) => Ok(print_error(&err)),
+    }
+}
+
+/// Parses the request text; syntax errors name the whole request.
+fn parse_json(text: &str) -> Result<Value, FieldError> {
+    serde_json::from_str(text)
+        .map_err(|e| FieldError::new("(request)", format!("not valid JSON: {e}")))
+}
+
+fn print_json(value: &Value, pretty: bool) {
+    let text = if pretty {
+        serde_json::to_string_pretty(value)
+    } else {
+        serde_json::to_string(value)
+    };
+    // Serialising a `Value` cannot fail; fall back to its Display form if it ever does.
+    println!("{}", text.unwrap_or_else(|_| value.to_string()));
+}
+
+fn print_error(err: &FieldError) -> ExitCode {
+    print_json(&json!({ "error": err }), false);
+    ExitCode::from(EXIT_BAD_INPUT)
+}
