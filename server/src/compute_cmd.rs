@@ -31,6 +31,9 @@ pub struct ComputeArgs {
     /// List the computations with a one-line description each.
     #[arg(long)]
     list: bool,
+    /// Print an example request for the computation instead of running it.
+    #[arg(long)]
+    example: bool,
     /// Pretty-print the JSON output.
     #[arg(long)]
     pretty: bool,
@@ -59,6 +62,15 @@ pub fn run(args: &ComputeArgs) -> anyhow::Result<ExitCode> {
     let Some(name) = args.name.as_deref() else {
         anyhow::bail!("name a computation, or pass --list");
     };
+    if args.example {
+        return Ok(match api::examples::example(name) {
+            Some(request) => {
+                print_json(&request, true);
+                ExitCode::SUCCESS
+            }
+            None => print_error(&FieldError::new("name", format!("no example for `{name}`"))),
+        });
+    }
     let text = match &args.input {
         Some(path) => std::fs::read_to_string(path)
             .with_context(|| format!("reading --input {}", path.display()))?,

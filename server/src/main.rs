@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod compute_cmd;
+mod serve;
 
 /// arlbook: an interactive notebook on reinforcement learning for LLM agents.
 #[derive(Debug, Parser)]
@@ -19,12 +20,15 @@ struct Cli {
 enum Command {
     /// Run one computation of the compute API: JSON in (stdin or --input), JSON out.
     Compute(compute_cmd::ComputeArgs),
+    /// Serve the notebook and the compute API over HTTP.
+    Serve(serve::ServeArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let outcome = match cli.command {
         Command::Compute(args) => compute_cmd::run(&args),
+        Command::Serve(args) => serve::run(&args).map(|()| ExitCode::SUCCESS),
     };
     match outcome {
         Ok(code) => code,

@@ -1,2 +1,49 @@
-//! Project automation for arlbook.
-fn main() {}
+//! Project automation for arlbook, run as `cargo xtask <task>`.
+//!
+//! Everything a new machine needs is installed from here (the wasm32 target, Python
+//! packages for benchmarks), so the README's two commands work on a fresh clone:
+//! `cargo xtask serve` and `cargo xtask test`. `check` mirrors the static part of CI.
+
+use std::process::ExitCode;
+
+mod bench;
+mod cmd;
+mod serve;
+mod test;
+mod web;
+
+const USAGE: &str = "\
+usage: cargo xtask <task> [options]
+
+tasks:
+  serve [--addr HOST:PORT] [--data DIR] [--dev]
+                  build the web bundle, start `arlbook serve`, print the URL
+  build-web [--dev]
+                  build the notebook (wasm32 + wasm-bindgen) into web/dist
+  test            everything CI runs: fmt, clippy, wasm32 checks, all tests
+  check           the static part of `test`: fmt, clippy, wasm32 checks
+  bench core      CPU core vs numpy, side by side, with ratios
+";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = match args.first().map(String::as_str) {
+        Some("serve") => serve::run(&args[1..]),
+        Some("build-web") => web::build(&web::WebOptions::parse(&args[1..])).map(|_| ()),
+        Some("test") => test::run_all(),
+        Some("check") => test::run_static_checks(),
+        Some("bench") => bench::run(&args[1..]),
+        Some("help" | "--help" | "-h") | None => {
+            print!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        Some(other) => Err(anyhow::anyhow!("unknown task `{other}`\n\n{USAGE}")),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("xtask: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

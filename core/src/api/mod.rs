@@ -21,6 +21,7 @@ use serde_json::Value;
 
 use crate::error::{FieldError, Result};
 
+pub mod examples;
 // One module per entry; each adds itself to `registry!` below.
 
 /// The most random draws one request may ask for (samples × replicates, summed over
