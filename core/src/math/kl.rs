@@ -11,7 +11,7 @@
 //! Source: J. Schulman, "Approximating KL Divergence" (2020 blog post). `k3` is the one
 //! TRL's GRPO trainer uses (`per_token_kl`) and verl calls `low_var_kl`; verl's
 //! `kl_penalty` clamps the log ratio `-x` to `[-20, 20]` before exponentiating and the
-//! `k3` value to `[-10, 10]` afterwards. Those clamps are [`KlOptions::clamp`] here and
+//! `k3` value to `[-10, 10]` afterwards. Those clamps are the `clamp` flag of [`kl_point`] and
 //! apply to `k3` only, as in verl. verl's straight-through variants (`k3+`, which take
 //! the value of `k3` and the gradient of `k2`) are not offered.
 
