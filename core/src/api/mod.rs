@@ -23,6 +23,11 @@ use crate::error::{FieldError, Result};
 
 pub mod examples;
 // One module per entry; each adds itself to `registry!` below.
+pub mod clip_surrogate;
+pub mod gae;
+pub mod group_advantages;
+pub mod kl;
+pub mod policy_loss;
 
 /// The most random draws one request may ask for (samples × replicates, summed over
 /// the draws each replicate makes). About a second of CPU time.
@@ -71,7 +76,13 @@ macro_rules! registry {
     };
 }
 
-registry! {}
+registry! {
+    clip_surrogate::ClipSurrogate,
+    group_advantages::GroupAdvantagesEntry,
+    policy_loss::PolicyLossEntry,
+    kl::Kl,
+    gae::GaeEntry,
+}
 
 fn unknown_name(name: &str) -> FieldError {
     let known: Vec<&str> = ENTRIES.iter().map(|e| e.name).collect();

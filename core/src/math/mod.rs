@@ -3,3 +3,10 @@
 //! Every function validates its input and returns [`crate::FieldError`] naming the
 //! offending field; none panics on user input. Each module's `//!` gives the formula
 //! and where it comes from.
+
+pub mod advantage;
+pub mod clip;
+pub mod gae;
+pub mod kl;
+pub mod policy_loss;
+pub mod reduction;

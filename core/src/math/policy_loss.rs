@@ -1,0 +1,395 @@
+//! The per-token policy loss over a ragged batch of sequences, reduced to one number,
+//! with its gradient with respect to every current log-probability.
+//!
+//! For sequence `i`, token `k`, with `x_ik = logp_ik - logp_old_ik`:
+//!
+//! ```text
+//! ratio   q_ik = exp(x_ik)                                    (ratio_level = token)
+//!         q_ik = s_i = exp(mean_k x_ik)                       (ratio_level = sequence, GSPO)
+//! ppo     l_ik = -min(q A, clip(q, 1-eps_low, 1+eps_high) A)  [dual clip: for A < 0, -max(., c A)]
+//! cispo   l_ik = -sg[clip(q, 1-eps_low, 1+eps_high)] A logp_ik
+//! sapo    l_ik = -(4 / tau) sigmoid(tau (q - 1)) A,  tau = tau_pos if A > 0 else tau_neg
+//! loss    = sum_ik w_ik l_ik + beta * sum_ik w_ik kl_ik       (w: the reduction's weights)
+//! ```
+//!
+//! Sources: PPO (Schulman et al. 2017, eq. 7) with DAPO's decoupled widths (Yu et al.
+//! 2025, section 3.1); GSPO (Zheng et al. 2025, arXiv 2507.18071, sections 4.1-4.2; verl
+//! `compute_policy_loss_gspo`, TRL `importance_sampling_level = "sequence"`); CISPO
+//! (MiniMax-M1, arXiv 2506.13585, section 3.1; verl `compute_policy_loss_cispo`); SAPO
+//! (arXiv 2511.20347; TRL `loss_type = "sapo"`, verl `compute_policy_loss_sapo`); the KL
+//! term as TRL adds `beta * per_token_kl` before reducing and verl adds
+//! `kl_loss_coef * agg_loss(kld)` (the same number, since reductions are linear).
+//!
+//! ## Gradient
+//! [`PolicyLoss::gradient`] is `d loss / d logp_ik`. For `ppo` and `sapo` at token level
+//! it is the exact derivative. At sequence level it is GSPO's token form
+//! `s_ik = sg[s_i] * pi_ik / sg[pi_ik]` (what verl implements): every token of row `i`
+//! gets `w_i * d l / d log s`. Because every reduction gives all tokens of a row the same
+//! weight, this equals the exact derivative of the loss whenever the advantage is
+//! constant along the sequence (outcome rewards); with per-token advantages it is the
+//! GSPO-token gradient instead. For `cispo` the clipped weight is held constant
+//! (stop-gradient), so the gradient is `-w_ik * clip(q) * A`, not the derivative of the
+//! loss value.
+//!
+//! ## Clip fractions
+//! Fractions of all valid tokens: `low` = `q < 1 - eps_low` with `A < 0`; `high` =
+//! `q > 1 + eps_high` with `A > 0`; `dual` = `q > c` with `A < 0` (dual clip set);
+//! `total` = their sum. Under `ppo` these are exactly the tokens whose gradient the clip
+//! zeroes. They match TRL's `is_low_clipped` / `is_high_clipped` (which also require the
+//! advantage sign). verl's `pg_clipfrac` instead counts every token where the clipped
+//! term is selected strictly, and `pg_clipfrac_lower` counts dual-clipped tokens. At
+//! sequence level TRL averages its clip metrics over sequences, here over tokens. The
+//! same conditions are reported for `cispo` and `sapo`, where they mark tokens outside
+//! the band on the side that matters rather than zeroed gradients.
+//!
+//! ## Not reproduced
+//! verl clamps the log ratio to `[-20, 20]` (and GSPO's to at most 10) before `exp`;
+//! here the ratio is exact and an overflow is an error. verl forces
+//! `seq-mean-token-mean` for `gspo` and `sapo` regardless of `loss_agg_mode`; here the
+//! reduction is always the one requested. TRL's CISPO clamps the ratio at an absolute
+//! `epsilon_high` (e.g. 5) with no lower bound: that is `eps_low = 1`,
+//! `eps_high = epsilon_high - 1` here.
+
+use serde::{Deserialize, Serialize};
+
+use crate::Ragged;
+use crate::error::{FieldError, Result, check};
+use crate::math::clip::{ClipWidths, surrogate_point};
+use crate::math::kl::{KlEstimator, kl_point};
+use crate::math::reduction::{Reduction, row_weights, weighted_sum};
+
+/// The surrogate objective per token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Objective {
+    /// PPO's clipped surrogate (GRPO, DAPO, GSPO).
+    #[default]
+    Ppo,
+    /// Clipped, detached importance weight times `logp` (CISPO).
+    Cispo,
+    /// Soft sigmoid gate instead of a hard clip (SAPO).
+    Sapo,
+}
+
+/// Where the importance ratio is formed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum RatioLevel {
+    /// One ratio per token.
+    #[default]
+    Token,
+    /// One ratio per sequence, the geometric mean of its token ratios (GSPO).
+    #[serde(alias = "gspo")]
+    Sequence,
+}
+
+/// Advantages per sequence (outcome rewards) or per token.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum TokenAdvantages<'a> {
+    /// One advantage per sequence, shared by its tokens.
+    PerSequence(&'a [f64]),
+    /// One advantage per token, shaped like `logp`.
+    PerToken(&'a Ragged<f64>),
+}
+
+/// The inputs of the loss; field names in errors are the API's (`logp`, `old_logp`,
+/// `ref_logp`, `advantages`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PolicyLossInput<'a> {
+    /// Current log-probabilities `logp_ik` of the sampled tokens.
+    pub logp: &'a Ragged<f64>,
+    /// Log-probabilities under the collecting policy.
+    pub logp_old: &'a Ragged<f64>,
+    /// Log-probabilities under the KL reference, if any.
+    pub logp_ref: Option<&'a Ragged<f64>>,
+    /// The advantages.
+    pub advantages: TokenAdvantages<'a>,
+}
+
+/// Settings of the loss.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PolicyLossConfig {
+    /// Per-token objective.
+    pub objective: Objective,
+    /// Token or sequence ratios.
+    pub ratio_level: RatioLevel,
+    /// Clip widths (the dual clip applies to `ppo` only).
+    pub clip: ClipWidths,
+    /// SAPO temperature for `A > 0`.
+    pub sapo_tau_pos: f64,
+    /// SAPO temperature for `A <= 0`.
+    pub sapo_tau_neg: f64,
+    /// How per-token terms are averaged.
+    pub reduction: Reduction,
+    /// The constant of the constant-denominator reductions.
+    pub constant: Option<f64>,
+    /// KL coefficient `beta >= 0`.
+    pub beta: f64,
+    /// KL estimator.
+    pub kl_estimator: KlEstimator,
+    /// Apply verl's `k3` clamps.
+    pub kl_clamp: bool,
+}
+
+impl Default for PolicyLossConfig {
+    fn default() -> Self {
+        Self {
+            objective: Objective::Ppo,
+            ratio_level: RatioLevel::Token,
+            clip: ClipWidths::symmetric(0.2),
+            sapo_tau_pos: 1.0,
+            sapo_tau_neg: 1.05,
+            reduction: Reduction::TokenMean,
+            constant: None,
+            beta: 0.0,
+            kl_estimator: KlEstimator::K3,
+            kl_clamp: false,
+        }
+    }
+}
+
+/// Fractions of valid tokens on each clipped side (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct ClipFraction {
+    /// `q < 1 - eps_low` with `A < 0`.
+    pub low: f64,
+    /// `q > 1 + eps_high` with `A > 0`.
+    pub high: f64,
+    /// `q > c` with `A < 0`, dual clip set.
+    pub dual: f64,
+    /// `low + high + dual`.
+    pub total: f64,
+}
+
+/// The loss and everything a figure or a trainer logs about it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PolicyLoss {
+    /// `pg_loss + beta * kl`, to minimise.
+    pub loss: f64,
+    /// The reduced surrogate term (the negated objective).
+    pub pg_loss: f64,
+    /// The reduced KL estimate (0 without a reference).
+    pub kl: f64,
+    /// Reduction weights `w_ik`.
+    pub token_weights: Ragged<f64>,
+    /// Per-token surrogate loss `l_ik`.
+    pub pg_loss_per_token: Ragged<f64>,
+    /// Per-token ratio used (`s_i` repeated at sequence level).
+    pub ratio: Ragged<f64>,
+    /// Clip fractions.
+    pub clip_fraction: ClipFraction,
+    /// Mean ratio over valid tokens.
+    pub ratio_mean: f64,
+    /// Largest ratio over valid tokens.
+    pub ratio_max: f64,
+    /// `d loss / d logp_ik` (see the module docs for GSPO and CISPO).
+    pub gradient: Ragged<f64>,
+}
+
+fn check_log_probs(field: &str, values: &Ragged<f64>) -> Result<()> {
+    values.check_finite(field)?;
+    for (i, row) in values.iter_rows().enumerate() {
+        if let Some(k) = row.iter().position(|&v| v > 0.0) {
+            return Err(FieldError::new(
+                format!("{field}[{i}][{k}]"),
+                format!("must be a log-probability (<= 0), got {}", row[k]),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn validate(input: &PolicyLossInput<'_>, config: &PolicyLossConfig) -> Result<()> {
+    let logp = input.logp;
+    if logp.total_len() == 0 {
+        return Err(FieldError::new("logp", "must contain at least one token"));
+    }
+    logp.check_same_shape("logp", "old_logp", input.logp_old)?;
+    check_log_probs("logp", logp)?;
+    check_log_probs("old_logp", input.logp_old)?;
+    if let Some(reference) = input.logp_ref {
+        logp.check_same_shape("logp", "ref_logp", reference)?;
+        check_log_probs("ref_logp", reference)?;
+    }
+    match input.advantages {
+        TokenAdvantages::PerSequence(a) => {
+            check::same_len("advantages", a.len(), "logp", logp.rows())?;
+            check::all_finite("advantages", a)?;
+        }
+        TokenAdvantages::PerToken(a) => {
+            logp.check_same_shape("logp", "advantages", a)?;
+            a.check_finite("advantages")?;
+        }
+    }
+    config.clip.validate()?;
+    if config.clip.dual_clip.is_some() && config.objective != Objective::Ppo {
+        return Err(FieldError::new(
+            "dual_clip",
+            "applies to objective `ppo` only; remove it or choose `ppo`",
+        ));
+    }
+    if config.objective == Objective::Sapo {
+        check::positive("sapo_tau_pos", config.sapo_tau_pos)?;
+        check::positive("sapo_tau_neg", config.sapo_tau_neg)?;
+    }
+    check::non_negative("beta", config.beta)?;
+    if config.beta > 0.0 && input.logp_ref.is_none() {
+        return Err(FieldError::new(
+            "ref_logp",
+            "is required when beta > 0 (the KL term needs reference log-probabilities)",
+        ));
+    }
+    Ok(())
+}
+
+/// Per-token loss and its derivative with respect to the token's own `logp`.
+struct TokenTerm {
+    loss: f64,
+    d_loss_d_logp: f64,
+}
+
+fn token_term(ratio: f64, advantage: f64, logp: f64, config: &PolicyLossConfig) -> TokenTerm {
+    let widths = &config.clip;
+    match config.objective {
+        Objective::Ppo => {
+            let p = surrogate_point(ratio, advantage, widths);
+            // d ratio / d logp = ratio (token level, or GSPO's straight-through form).
+            TokenTerm {
+                loss: -p.objective,
+                d_loss_d_logp: -p.d_objective_d_ratio * ratio,
+            }
+        }
+        Objective::Cispo => {
+            let weight = ratio.clamp(widths.ratio_low(), widths.ratio_high());
+            TokenTerm {
+                loss: -weight * advantage * logp,
+                d_loss_d_logp: -weight * advantage,
+            }
+        }
+        Objective::Sapo => {
+            let tau = if advantage > 0.0 {
+                config.sapo_tau_pos
+            } else {
+                config.sapo_tau_neg
+            };
+            let sigma = 1.0 / (1.0 + (-tau * (ratio - 1.0)).exp());
+            TokenTerm {
+                loss: -(4.0 / tau) * sigma * advantage,
+                d_loss_d_logp: -4.0 * sigma * (1.0 - sigma) * ratio * advantage,
+            }
+        }
+    }
+}
+
+/// The ratio of every token: `exp(logp - logp_old)` or the sequence's geometric mean.
+fn ratios(logp: &Ragged<f64>, logp_old: &Ragged<f64>, level: RatioLevel) -> Result<Ragged<f64>> {
+    let mut out = Ragged::default();
+    for (i, (row, old)) in logp.iter_rows().zip(logp_old.iter_rows()).enumerate() {
+        let log_ratio: Vec<f64> = row.iter().zip(old).map(|(a, b)| a - b).collect();
+        let values: Vec<f64> = match level {
+            RatioLevel::Token => log_ratio.iter().map(|x| x.exp()).collect(),
+            RatioLevel::Sequence if row.is_empty() => Vec::new(),
+            RatioLevel::Sequence => {
+                let mean = log_ratio.iter().sum::<f64>() / row.len() as f64;
+                vec![mean.exp(); row.len()]
+            }
+        };
+        if let Some(k) = values.iter().position(|v| !v.is_finite()) {
+            return Err(FieldError::new(
+                format!("logp[{i}][{k}]"),
+                "exp(logp - old_logp) overflows f64; the policies are too far apart",
+            ));
+        }
+        out.push_row(&values);
+    }
+    Ok(out)
+}
+
+/// Computes the policy loss, its reduction weights, clip statistics and gradient.
+pub fn policy_loss(input: &PolicyLossInput<'_>, config: &PolicyLossConfig) -> Result<PolicyLoss> {
+    validate(input, config)?;
+    let lengths = input.logp.lengths();
+    let weights = row_weights(&lengths, config.reduction, config.constant)?;
+    let ratio = ratios(input.logp, input.logp_old, config.ratio_level)?;
+
+    let mut pg_rows = Ragged::default();
+    let mut kl_rows = Ragged::default();
+    let mut gradient = Ragged::default();
+    let (mut low, mut high, mut dual) = (0usize, 0usize, 0usize);
+    for i in 0..lengths.len() {
+        let logp = input.logp.row(i);
+        let q = ratio.row(i);
+        let mut pg = Vec::with_capacity(logp.len());
+        let mut kl = Vec::with_capacity(logp.len());
+        let mut grad = Vec::with_capacity(logp.len());
+        for k in 0..logp.len() {
+            let advantage = match input.advantages {
+                TokenAdvantages::PerSequence(a) => a[i],
+                TokenAdvantages::PerToken(a) => a.row(i)[k],
+            };
+            let term = token_term(q[k], advantage, logp[k], config);
+            let kl_term = input.logp_ref.map_or(
+                crate::math::kl::KlPoint {
+                    value: 0.0,
+                    d_value_d_logp: 0.0,
+                },
+                |r| kl_point(logp[k], r.row(i)[k], config.kl_estimator, config.kl_clamp),
+            );
+            pg.push(term.loss);
+            kl.push(kl_term.value);
+            grad.push(weights[i] * (term.d_loss_d_logp + config.beta * kl_term.d_value_d_logp));
+            low += usize::from(advantage < 0.0 && q[k] < config.clip.ratio_low());
+            high += usize::from(advantage > 0.0 && q[k] > config.clip.ratio_high());
+            dual += usize::from(advantage < 0.0 && config.clip.dual_clip.is_some_and(|c| q[k] > c));
+        }
+        pg_rows.push_row(&pg);
+        kl_rows.push_row(&kl);
+        gradient.push_row(&grad);
+    }
+
+    let pg_loss = weighted_sum(&pg_rows, &weights);
+    let kl = weighted_sum(&kl_rows, &weights);
+    let loss = pg_loss + config.beta * kl;
+    let tokens = ratio.total_len() as f64;
+    let fraction = |n: usize| n as f64 / tokens;
+    let result = PolicyLoss {
+        loss,
+        pg_loss,
+        kl,
+        token_weights: crate::math::reduction::token_weights(
+            &lengths,
+            config.reduction,
+            config.constant,
+        )?,
+        pg_loss_per_token: pg_rows,
+        clip_fraction: ClipFraction {
+            low: fraction(low),
+            high: fraction(high),
+            dual: fraction(dual),
+            total: fraction(low + high + dual),
+        },
+        ratio_mean: ratio.flat().iter().sum::<f64>() / tokens,
+        ratio_max: ratio
+            .flat()
+            .iter()
+            .copied()
+            .fold(f64::NEG_INFINITY, f64::max),
+        ratio,
+        gradient,
+    };
+    let finite = [result.loss, result.pg_loss, result.kl, result.ratio_mean]
+        .iter()
+        .all(|v| v.is_finite())
+        && result.gradient.flat().iter().all(|v| v.is_finite())
+        && kl_rows.flat().iter().all(|v| v.is_finite());
+    if !finite {
+        return Err(FieldError::new(
+            "logp",
+            "the loss or its gradient overflows f64 for these inputs (ratios or KL too large)",
+        ));
+    }
+    Ok(result)
+}
+
+#[cfg(test)]
+mod tests;

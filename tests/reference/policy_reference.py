@@ -1,0 +1,466 @@
+#!/usr/bin/env python3
+"""Independent reference for arlbook's policy-optimisation math.
+
+Re-states, in numpy on padded [batch, time] arrays with a mask, the formulas of two
+public trainers as read from their sources:
+
+  * TRL   trl/trainer/grpo_trainer.py  (advantages in _generate_and_score_completions,
+          the loss in GRPOTrainer._compute_loss), trl/trainer/utils.py nanstd;
+  * verl  verl/trainer/ppo/core_algos.py (compute_grpo_outcome_advantage,
+          compute_rloo_outcome_advantage, compute_gae_advantage_return, agg_loss,
+          compute_policy_loss_vanilla / _gspo / _cispo / _sapo, kl_penalty) and the KL
+          term of verl/workers/actor/dp_actor.py.
+
+It shares no code with the Rust crate: it works on padded tensors with junk in the
+padding (so masking mistakes would show), and derives token weights by feeding unit
+per-token losses through each framework's aggregation. Each case is written to
+tests/fixtures/policy/<name>.json as {entry, source, request, expected}; the Rust test
+core/tests/policy_fixtures.rs replays every request through arlbook_core::api::compute
+and compares to 1e-9.
+
+Deliberate omissions (documented in core::math): verl's 1e-8 guard on row lengths
+(relative effect < 1e-8 on non-empty rows), verl's [-20, 20] log-ratio clamp before exp
+(inactive for the ratios generated here).
+
+Run: python3 tests/reference/policy_reference.py   (numpy only; deterministic seed)
+"""
+
+import json
+import os
+
+import numpy as np
+
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures", "policy")
+RNG = np.random.default_rng(20250101)
+JUNK = 123.0  # written into padding; any leak into a result is visible
+
+
+# ----------------------------------------------------------------------------- helpers
+
+def pad(rows, fill=JUNK):
+    width = max([len(r) for r in rows] + [1])
+    out = np.full((len(rows), width), fill, dtype=np.float64)
+    mask = np.zeros((len(rows), width), dtype=np.float64)
+    for i, r in enumerate(rows):
+        out[i, : len(r)] = r
+        mask[i, : len(r)] = 1.0
+    return out, mask
+
+
+def unpad(mat, lengths):
+    return [[float(x) for x in mat[i, :l]] for i, l in enumerate(lengths)]
+
+
+def sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def random_lengths(n, low=1, high=7):
+    return [int(x) for x in RNG.integers(low, high, size=n)]
+
+
+def random_logps(lengths, spread=0.35):
+    logp = [list(-RNG.uniform(0.05, 3.0, size=l)) for l in lengths]
+    old = [[min(0.0, x + RNG.normal(0.0, spread)) for x in row] for row in logp]
+    ref = [[min(0.0, x + RNG.normal(0.0, 0.5)) for x in row] for row in logp]
+    return logp, old, ref
+
+
+def write(name, entry, source, request, expected):
+    os.makedirs(OUT, exist_ok=True)
+    doc = {"entry": entry, "source": source, "request": request, "expected": expected}
+    with open(os.path.join(OUT, name + ".json"), "w") as f:
+        json.dump(doc, f, indent=1, sort_keys=True)
+        f.write("\n")
+
+
+def weights_from(aggregate, mask):
+    """Token weights of a linear aggregation: its value on each unit loss matrix."""
+    w = np.zeros_like(mask)
+    for i in range(mask.shape[0]):
+        for k in range(mask.shape[1]):
+            if mask[i, k] > 0:
+                unit = np.zeros_like(mask)
+                unit[i, k] = 1.0
+                w[i, k] = aggregate(unit, mask)
+    return w
+
+
+# ------------------------------------------------------------------ TRL (GRPOTrainer)
+
+def trl_nanstd(x, axis=None):
+    mean = np.mean(x, axis=axis, keepdims=True)
+    var = np.mean((x - mean) ** 2, axis=axis, keepdims=True)
+    n = x.shape[axis] if axis is not None else x.size
+    var = var * n / (n - 1) if n > 1 else var * np.nan
+    return np.sqrt(var)
+
+
+def trl_advantages(groups, scale):
+    """Equal-size groups as in TRL (num_generations per prompt)."""
+    r = np.array(groups, dtype=np.float64)
+    g = r.shape[1]
+    mean = r.mean(axis=1, keepdims=True) * np.ones_like(r)
+    if scale in ("group", "none"):
+        std = trl_nanstd(r, axis=1) * np.ones_like(r) if g > 1 else np.zeros_like(r)
+    else:
+        std = trl_nanstd(r.reshape(-1), axis=0) * np.ones_like(r) if r.size > 1 else np.zeros_like(r)
+    adv = r - mean
+    if scale != "none":
+        adv = adv / (std + 1e-4)
+    return np.nan_to_num(adv, nan=0.0)
+
+
+def trl_k3(logp, ref):
+    return np.exp(ref - logp) - (ref - logp) - 1.0
+
+
+def trl_reduce(loss_type, per_token, mask, max_completion_length):
+    if loss_type in ("grpo", "sapo"):
+        return ((per_token * mask).sum(-1) / np.maximum(mask.sum(-1), 1.0)).mean()
+    if loss_type in ("bnpo", "dapo", "cispo"):  # one process, one accumulation step
+        return (per_token * mask).sum() / max(mask.sum(), 1.0)
+    if loss_type == "dr_grpo":
+        return (per_token * mask).sum() / (per_token.shape[0] * max_completion_length)
+    raise ValueError(loss_type)
+
+
+def trl_loss(logp, old, ref, adv, mask, loss_type, eps_low, eps_high, beta, level="token",
+             delta=None, tau_pos=1.0, tau_neg=1.05, max_completion_length=None):
+    """GRPOTrainer._compute_loss on padded arrays; adv has shape (B,)."""
+    a = adv[:, None]
+    log_ratio = logp - old
+    if level == "token":
+        log_w = log_ratio
+    else:
+        log_w = ((log_ratio * mask).sum(-1) / np.maximum(mask.sum(-1), 1.0))[:, None]
+    coef_1 = np.exp(log_w)
+    if loss_type == "cispo":
+        per_token = -np.minimum(coef_1, eps_high) * a * logp  # eps_high is epsilon_max here
+    elif loss_type == "sapo":
+        tau = np.where(a > 0, tau_pos, tau_neg)
+        per_token = -(sigmoid(tau * (coef_1 - 1.0)) * 4.0 / tau) * a
+    else:
+        coef_2 = np.clip(coef_1, 1 - eps_low, 1 + eps_high)
+        if delta is not None:
+            coef_1 = np.minimum(coef_1, delta)
+        per_token = -np.minimum(coef_1 * a, coef_2 * a)
+    per_token = per_token * np.ones_like(mask)
+    kl = trl_k3(logp, ref) if ref is not None else np.zeros_like(mask)
+    total = per_token + beta * kl
+    loss = trl_reduce(loss_type, total, mask, max_completion_length)
+    pg = trl_reduce(loss_type, per_token, mask, max_completion_length)
+    klr = trl_reduce(loss_type, kl, mask, max_completion_length)
+    weights = weights_from(lambda u, m: trl_reduce(loss_type, u, m, max_completion_length), mask)
+    c1 = np.exp(log_w) * np.ones_like(mask)
+    low = ((c1 < 1 - eps_low) & (a < 0)).astype(float)
+    high = ((c1 > 1 + eps_high) & (a > 0)).astype(float)
+    frac = lambda x: float((x * mask).sum() / mask.sum())
+    return loss, pg, klr, weights, frac(low), frac(high)
+
+
+# ---------------------------------------------------------------- verl (core_algos)
+
+def verl_grpo_advantages(groups, norm=True, eps=1e-6):
+    out = []
+    for g in groups:
+        s = np.array(g, dtype=np.float64)
+        if len(s) == 1:
+            mean, std = 0.0, 1.0
+        else:
+            mean, std = s.mean(), s.std(ddof=1)  # torch.std is unbiased
+        out.append(list((s - mean) / (std + eps)) if norm else list(s - mean))
+    return out
+
+
+def verl_rloo_advantages(groups):
+    out = []
+    for g in groups:
+        s = np.array(g, dtype=np.float64)
+        n = len(s)
+        out.append(list(s * n / (n - 1) - s.mean() * n / (n - 1)) if n > 1 else list(s))
+    return out
+
+
+def verl_gae(rewards, values, gamma, lam):
+    next_value, last = 0.0, 0.0
+    adv = []
+    for t in reversed(range(len(rewards))):
+        delta = rewards[t] + gamma * next_value - values[t]
+        last = delta + gamma * lam * last
+        next_value = values[t]
+        adv.append(last)
+    adv = adv[::-1]
+    return adv, [a + v for a, v in zip(adv, values)]
+
+
+def verl_kl(logp, ref, kind):
+    if kind in ("kl", "k1"):
+        return logp - ref
+    if kind in ("mse", "k2"):
+        return 0.5 * (logp - ref) ** 2
+    if kind in ("low_var_kl", "k3"):
+        x = np.clip(ref - logp, -20, 20)
+        return np.clip(np.exp(x) - x - 1, -10, 10)
+    raise ValueError(kind)
+
+
+def verl_agg(mat, mask, mode, loss_scale_factor=None):
+    if mode == "token-mean":
+        return (mat * mask).sum() / mask.sum()
+    if mode == "seq-mean-token-sum":
+        seq = (mat * mask).sum(-1)
+        keep = (mask.sum(-1) > 0).astype(float)
+        return (seq * keep).sum() / keep.sum()
+    if mode == "seq-mean-token-mean":
+        count = mask.sum(-1)
+        seq = (mat * mask).sum(-1) / np.where(count > 0, count, 1.0)  # verl: count + 1e-8
+        keep = (count > 0).astype(float)
+        return (seq * keep).sum() / keep.sum()
+    if mode == "seq-mean-token-sum-norm":
+        factor = mask.shape[-1] if loss_scale_factor is None else loss_scale_factor
+        return (mat * mask).sum() / factor
+    raise ValueError(mode)
+
+
+def verl_pg_losses(logp, old, adv, mask, mode, eps_low, eps_high, c=3.0, tau_pos=1.0, tau_neg=1.05):
+    """Per-token losses of the verl policy-loss functions, adv shaped (B, T)."""
+    log_ratio = logp - old
+    if mode == "vanilla":
+        ratio = np.exp(log_ratio)
+        l1 = -adv * ratio
+        l2 = -adv * np.clip(ratio, 1 - eps_low, 1 + eps_high)
+        clip1 = np.maximum(l1, l2)
+        l3 = -adv * c
+        clip2 = np.minimum(l3, clip1)
+        dual = ((clip1 > l3) & (adv < 0)).astype(float)
+        lower = float((dual * mask).sum() / mask.sum())
+        return np.where(adv < 0, clip2, clip1), lower
+    if mode == "gspo":
+        lengths = np.maximum(mask.sum(-1), 1.0)
+        seq = (log_ratio * mask).sum(-1) / lengths
+        s = np.exp(np.minimum(seq[:, None] * np.ones_like(mask), 10.0))
+        l1 = -adv * s
+        l2 = -adv * np.clip(s, 1 - eps_low, 1 + eps_high)
+        return np.maximum(l1, l2), 0.0
+    if mode == "cispo":
+        ratio = np.exp(log_ratio)
+        return -np.clip(ratio, 1 - eps_low, 1 + eps_high) * adv * logp, 0.0
+    if mode == "sapo":
+        ratio = np.exp(log_ratio)
+        tau = np.where(adv > 0, tau_pos, tau_neg)
+        return -(sigmoid(tau * (ratio - 1.0)) * 4.0 / tau) * adv, 0.0
+    raise ValueError(mode)
+
+
+def verl_loss(logp, old, ref, adv_tok, mask, mode, agg, eps_low, eps_high, kl_coef, kl_type,
+              c=3.0, loss_scale_factor=None):
+    if mode in ("gspo", "sapo"):
+        agg = "seq-mean-token-mean"  # verl forces this for both
+    losses, lower = verl_pg_losses(logp, old, adv_tok, mask, mode, eps_low, eps_high, c)
+    pg = verl_agg(losses, mask, agg, loss_scale_factor)
+    kl = verl_agg(verl_kl(logp, ref, kl_type), mask, agg, loss_scale_factor) if ref is not None else 0.0
+    weights = weights_from(lambda u, m: verl_agg(u, m, agg, loss_scale_factor), mask)
+    return pg + kl_coef * kl, pg, kl, weights, lower
+
+
+# ------------------------------------------------------------------------------ cases
+
+def ragged_request(logp, old, ref=None):
+    req = {"logp": logp, "old_logp": old}
+    if ref is not None:
+        req["ref_logp"] = ref
+    return req
+
+
+def advantage_cases():
+    groups = [list(RNG.integers(0, 2, size=5).astype(float)) for _ in range(4)]
+    groups[0] = [1.0, 1.0, 1.0, 1.0, 1.0]  # an all-equal group
+    for scale in ("group", "batch", "none"):
+        adv = trl_advantages(groups, scale)
+        write(f"trl_advantages_{scale}", "group-advantages", "TRL GRPOTrainer scale_rewards=" + scale,
+              {"rewards": groups, "scale": scale, "std": "sample", "eps": 1e-4},
+              {"advantages": [list(map(float, r)) for r in adv]})
+    singles = [[0.3], [0.9]]
+    write("trl_advantages_singletons", "group-advantages", "TRL GRPOTrainer, num_generations=1",
+          {"rewards": singles, "std": "sample", "eps": 1e-4},
+          {"advantages": [list(map(float, r)) for r in trl_advantages(singles, "group")]})
+    ragged = [list(RNG.uniform(0, 1, size=n)) for n in (3, 5, 2, 4)]
+    write("verl_grpo_advantages", "group-advantages", "verl compute_grpo_outcome_advantage",
+          {"rewards": ragged, "std": "sample", "eps": 1e-6},
+          {"advantages": verl_grpo_advantages(ragged)})
+    write("verl_grpo_advantages_unnormalised", "group-advantages",
+          "verl compute_grpo_outcome_advantage norm_adv_by_std_in_grpo=False",
+          {"rewards": ragged, "scale": "none"},
+          {"advantages": verl_grpo_advantages(ragged, norm=False)})
+    write("verl_rloo_advantages", "group-advantages", "verl compute_rloo_outcome_advantage",
+          {"rewards": ragged, "baseline": "rloo", "scale": "none"},
+          {"advantages": verl_rloo_advantages(ragged)})
+    # The article's snippet: population std (correction=0), eps 1e-6, equal groups.
+    r = RNG.uniform(0, 1, size=(3, 4))
+    pop = (r - r.mean(1, keepdims=True)) / (r.std(1, ddof=0, keepdims=True) + 1e-6)
+    write("article_population_advantages", "group-advantages", "article section 6 snippet",
+          {"rewards": r.tolist(), "std": "population", "eps": 1e-6},
+          {"advantages": pop.tolist()})
+
+
+def kl_cases():
+    logp = list(-RNG.uniform(0.01, 4.0, size=9))
+    ref = list(-RNG.uniform(0.01, 4.0, size=9))
+    ref[0], logp[1] = -30.0, -40.0  # exercise both verl clamps
+    for kind, ours in (("kl", "k1"), ("mse", "k2"), ("low_var_kl", "k3")):
+        vals = verl_kl(np.array(logp), np.array(ref), kind)
+        write(f"verl_kl_{ours}", "kl", "verl kl_penalty " + kind,
+              {"logp": logp, "ref_logp": ref, "estimator": kind, "clamp": True},
+              {"values": list(map(float, vals)), "mean": float(vals.mean())})
+    lp, rf = np.array(logp[2:]), np.array(ref[2:])
+    vals = trl_k3(lp, rf)
+    write("trl_kl_k3", "kl", "TRL GRPOTrainer per_token_kl",
+          {"logp": list(lp), "ref_logp": list(rf), "estimator": "k3"},
+          {"values": list(map(float, vals)), "mean": float(vals.mean())})
+
+
+def clip_cases():
+    ratio = list(RNG.uniform(0.0, 4.0, size=24))
+    adv = list(RNG.normal(0, 1.5, size=24))
+    r, a = np.array(ratio), np.array(adv)
+    losses, _ = verl_pg_losses(np.log(r), np.zeros_like(r), a, np.ones_like(r), "vanilla", 0.2, 0.28, c=3.0)
+    write("verl_vanilla_dual_clip_surrogate", "clip-surrogate", "verl compute_policy_loss_vanilla per element",
+          {"ratio": ratio, "advantage": adv, "eps_low": 0.2, "eps_high": 0.28, "dual_clip": 3.0},
+          {"objective": list(map(float, -losses))})
+    coef_2 = np.clip(r, 0.8, 1.2)
+    obj = np.minimum(np.minimum(r, 2.5) * a, coef_2 * a)
+    write("trl_two_sided_delta_surrogate", "clip-surrogate", "TRL GRPOTrainer delta=2.5 (== dual clip)",
+          {"ratio": ratio, "advantage": adv, "eps_low": 0.2, "dual_clip": 2.5},
+          {"objective": list(map(float, obj))})
+
+
+def gae_cases():
+    rewards = list(RNG.normal(0, 1, size=8))
+    values = list(RNG.normal(0, 1, size=8))
+    adv, ret = verl_gae(rewards, values, 0.97, 0.9)
+    write("verl_gae_terminated", "gae", "verl compute_gae_advantage_return (before whitening)",
+          {"rewards": rewards, "values": values, "gamma": 0.97, "lambda": 0.9},
+          {"advantages": adv, "returns": ret})
+    # Truncated: the explicit (gamma lambda)^l sum of TD residuals with V_T = bootstrap.
+    boot, g, l = 0.7, 0.99, 0.8
+    v_next = values[1:] + [boot]
+    delta = [r + g * vn - v for r, vn, v in zip(rewards, v_next, values)]
+    adv = [sum((g * l) ** (k - t) * delta[k] for k in range(t, 8)) for t in range(8)]
+    write("gae_truncated_explicit_sum", "gae", "GAE paper eq. 16, explicit sum",
+          {"rewards": rewards, "values": values, "gamma": g, "lambda": l,
+           "truncated": True, "bootstrap_value": boot},
+          {"advantages": adv, "returns": [a + v for a, v in zip(adv, values)]})
+
+
+def trl_policy_cases():
+    specs = [
+        ("grpo", "token", {}),
+        ("bnpo", "token", {}),
+        ("dapo", "token", {}),
+        ("dr_grpo", "token", {"max_completion_length": 9}),
+        ("grpo", "sequence", {}),
+        ("grpo", "token", {"delta": 2.0}),
+        ("cispo", "token", {}),
+        ("sapo", "token", {}),
+        ("sapo", "sequence", {}),
+    ]
+    for loss_type, level, extra in specs:
+        lengths = random_lengths(5)
+        logp, old, ref = random_logps(lengths, spread=0.45)
+        adv = RNG.normal(0, 1, size=len(lengths))
+        lp, mask = pad(logp)
+        ol, _ = pad(old)
+        rf, _ = pad(ref)
+        eps_low, eps_high, beta = 0.2, 0.28, 0.04
+        if loss_type == "cispo":
+            eps_high = 1.6  # TRL's epsilon_max, an absolute cap on the ratio
+        loss, pg, kl, w, low, high = trl_loss(lp, ol, rf, adv, mask, loss_type, eps_low, eps_high, beta,
+                                             level=level, delta=extra.get("delta"),
+                                             max_completion_length=extra.get("max_completion_length"))
+        req = ragged_request(logp, old, ref)
+        req.update({"advantages": list(adv), "beta": beta, "kl_estimator": "k3",
+                    "eps_low": eps_low, "eps_high": eps_high, "ratio_level": level})
+        if loss_type in ("grpo", "bnpo", "dapo", "dr_grpo"):
+            req["reduction"] = loss_type
+        if loss_type == "dr_grpo":
+            req["constant"] = extra["max_completion_length"]
+        if "delta" in extra:
+            req["dual_clip"] = extra["delta"]
+        if loss_type == "cispo":
+            req.update({"objective": "cispo", "reduction": "dapo", "eps_low": 1.0, "eps_high": eps_high - 1.0})
+        if loss_type == "sapo":
+            req.update({"objective": "sapo", "reduction": "grpo"})
+        expected = {"loss": float(loss), "pg_loss": float(pg), "kl": float(kl),
+                    "token_weights": unpad(w, lengths)}
+        if loss_type in ("grpo", "bnpo", "dapo", "dr_grpo") and level == "token":
+            expected["clip_fraction"] = {"low": low, "high": high}
+        write(f"trl_policy_{loss_type}_{level}" + ("_delta" if "delta" in extra else ""), "policy-loss",
+              f"TRL GRPOTrainer._compute_loss loss_type={loss_type} importance_sampling_level={level}",
+              req, expected)
+
+
+def verl_policy_cases():
+    specs = [
+        ("vanilla", "token-mean", "low_var_kl", {}),
+        ("vanilla", "seq-mean-token-mean", "kl", {}),
+        ("vanilla", "seq-mean-token-sum", "mse", {}),
+        ("vanilla", "seq-mean-token-sum-norm", "low_var_kl", {}),
+        ("vanilla", "seq-mean-token-sum-norm", "low_var_kl", {"loss_scale_factor": 64}),
+        ("vanilla", "seq-mean-token-mean", "low_var_kl", {"empty_row": True}),
+        ("vanilla", "token-mean", "kl", {"per_token_adv": True}),
+        ("gspo", "seq-mean-token-mean", "low_var_kl", {}),
+        ("cispo", "token-mean", "low_var_kl", {}),
+        ("sapo", "seq-mean-token-mean", "low_var_kl", {}),
+    ]
+    for n, (mode, agg, kl_type, extra) in enumerate(specs):
+        lengths = random_lengths(6)
+        if extra.get("empty_row"):
+            lengths[2] = 0
+        logp, old, ref = random_logps(lengths, spread=0.8 if mode == "vanilla" else 0.3)
+        lp, mask = pad(logp)
+        ol, _ = pad(old)
+        rf, _ = pad(ref)
+        if extra.get("per_token_adv"):
+            adv_rows = [list(RNG.normal(0, 1, size=l)) for l in lengths]
+            adv_tok, _ = pad(adv_rows, fill=0.0)
+            adv_field = adv_rows
+        else:
+            adv = RNG.normal(0, 1.2, size=len(lengths))
+            adv_tok = adv[:, None] * np.ones_like(mask)
+            adv_field = list(adv)
+        eps_low, eps_high, coef = 0.2, 0.3, 0.02
+        loss, pg, kl, w, lower = verl_loss(lp, ol, rf, adv_tok, mask, mode, agg, eps_low, eps_high, coef,
+                                           kl_type, c=3.0, loss_scale_factor=extra.get("loss_scale_factor"))
+        req = ragged_request(logp, old, ref)
+        req.update({"advantages": adv_field, "beta": coef, "kl_estimator": kl_type, "kl_clamp": True,
+                    "eps_low": eps_low, "eps_high": eps_high,
+                    "reduction": "seq-mean-token-mean" if mode in ("gspo", "sapo") else agg})
+        if "loss_scale_factor" in extra:  # else verl's default, the padded width
+            req["constant"] = extra["loss_scale_factor"]
+        if mode == "vanilla":
+            req["dual_clip"] = 3.0
+        if mode == "gspo":
+            req["ratio_level"] = "sequence"
+        if mode in ("cispo", "sapo"):
+            req["objective"] = mode
+        expected = {"loss": float(loss), "pg_loss": float(pg), "kl": float(kl),
+                    "token_weights": unpad(w, lengths)}
+        if mode == "vanilla":
+            expected["clip_fraction"] = {"dual": lower}
+        write(f"verl_policy_{n:02d}_{mode}_{agg}", "policy-loss",
+              f"verl compute_policy_loss_{mode} + agg_loss({agg}) + kl_penalty({kl_type})", req, expected)
+
+
+def main():
+    advantage_cases()
+    kl_cases()
+    clip_cases()
+    gae_cases()
+    trl_policy_cases()
+    verl_policy_cases()
+    print("wrote", len(os.listdir(OUT)), "fixtures to", os.path.normpath(OUT))
+
+
+if __name__ == "__main__":
+    main()
