@@ -3,3 +3,5 @@
 //! Every function validates its input and returns [`crate::FieldError`] naming the
 //! offending field; none panics on user input. Each module's `//!` gives the formula
 //! and where it comes from.
+
+pub mod bandit;
