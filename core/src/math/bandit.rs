@@ -99,7 +99,7 @@ pub fn exact_gradient_softmax(logits: &[f64], q: &[f64]) -> Result<Vec<f64>> {
     Ok(pi.iter().zip(q).map(|(p, q)| p * (q - mean_q)).collect())
 }
 
-/// `G/(G-1)`-style factor by which the baseline scales the expected estimate relative to
+/// The factor by which the baseline scales the expected estimate relative to
 /// the exact gradient: 1 for none and leave-one-out, `(G-1)/G` for the group mean.
 pub fn shrinkage_factor(baseline: Baseline, group_size: usize) -> f64 {
     match baseline {

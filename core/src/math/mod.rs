@@ -5,3 +5,4 @@
 //! and where it comes from.
 
 pub mod bandit;
+pub mod importance;
