@@ -6,3 +6,5 @@
 
 pub mod bandit;
 pub mod importance;
+pub mod sampling;
+pub mod shaping;
