@@ -6,5 +6,6 @@
 
 pub mod bandit;
 pub mod importance;
+pub mod lag;
 pub mod sampling;
 pub mod shaping;
