@@ -5,6 +5,9 @@
 //! and where it comes from.
 
 pub mod bandit;
+pub mod budget;
+pub mod distill;
+pub mod eval;
 pub mod importance;
 pub mod lag;
 pub mod sampling;
