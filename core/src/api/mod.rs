@@ -22,6 +22,15 @@ use serde_json::Value;
 use crate::error::{FieldError, Result};
 
 // One module per entry; each adds itself to `registry!` below.
+pub mod bandit_gradient;
+pub mod binomial_se;
+pub mod distill;
+pub mod importance_sampling;
+pub mod lag_filter;
+pub mod mixed_group;
+pub mod pass_at_k;
+pub mod rollout_budget;
+pub mod shaping;
 
 /// The most random draws one request may ask for (samples × replicates, summed over
 /// the draws each replicate makes). About a second of CPU time.
@@ -70,7 +79,17 @@ macro_rules! registry {
     };
 }
 
-registry! {}
+registry! {
+    bandit_gradient::BanditGradient,
+    importance_sampling::ImportanceSampling,
+    shaping::Shaping,
+    mixed_group::MixedGroup,
+    pass_at_k::PassAtK,
+    binomial_se::BinomialSe,
+    rollout_budget::RolloutBudget,
+    lag_filter::LagFilter,
+    distill::Distill,
+}
 
 fn unknown_name(name: &str) -> FieldError {
     let known: Vec<&str> = ENTRIES.iter().map(|e| e.name).collect();

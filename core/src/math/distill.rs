@@ -134,7 +134,7 @@ pub struct FittedStudent {
 /// `teacher[k]`).
 pub fn fit_gaussian_student(log_teacher: &[f64], direction: Direction) -> Result<FittedStudent> {
     let k = log_teacher.len();
-    check::count("teacher", k, 2, 4096)?;
+    check::count("teacher", k, 2, 256)?;
     if direction == Direction::Reverse
         && let Some(i) = log_teacher.iter().position(|&l| l == f64::NEG_INFINITY)
     {
