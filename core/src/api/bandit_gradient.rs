@@ -30,7 +30,7 @@ pub struct Request {
     /// Samples per estimate, `N`, a positive multiple of `group_size`. Default 24.
     #[serde(default = "default_samples")]
     pub samples: usize,
-    /// Number of independent estimates, `M`. Default 100.
+    /// Number of independent estimates, `M`, at most 100 000. Default 100.
     #[serde(default = "default_estimates")]
     pub estimates: usize,
     /// Seed; estimate `r` uses stream `r`. Default 0.
@@ -140,6 +140,8 @@ impl Entry for BanditGradient {
         }
         let two_armed = TwoArmed::new(p, request.q[0], request.q[1])?;
         bandit::check_grouping(request.group_size, request.samples)?;
+        // Every estimate is returned, so their number bounds the response size too.
+        check::count("estimates", request.estimates, 0, 100_000)?;
         let draws = 2u64
             .saturating_mul(request.samples as u64)
             .saturating_mul(request.estimates as u64);

@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::{Entry, check_draws};
-use crate::error::Result;
+use crate::error::{Result, check};
 use crate::math::bandit::mean_and_sample_variance;
 use crate::math::importance::{self, Problem};
 
@@ -21,7 +21,7 @@ pub struct Request {
     /// Draws per estimate, `N >= 1`. Default 24.
     #[serde(default = "default_samples")]
     pub samples: usize,
-    /// Number of independent estimates, `M`. Default 100.
+    /// Number of independent estimates, `M`, at most 100 000. Default 100.
     #[serde(default = "default_estimates")]
     pub estimates: usize,
     /// Report the self-normalised estimator in `estimates` instead of the ordinary one.
@@ -74,6 +74,7 @@ impl Entry for ImportanceSampling {
             request.pi.clone(),
             request.values.clone(),
         )?;
+        check::count("estimates", request.estimates, 0, 100_000)?;
         let draws = (request.samples as u64).saturating_mul(request.estimates as u64);
         check_draws("samples", draws)?;
         let replicates = importance::sample_replicates(

@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::{Entry, MAX_DRAWS, check_draws};
-use crate::error::{FieldError, Result};
+use crate::error::{FieldError, Result, check};
 use crate::math::lag::{self, DurationDistribution, LagConfig, LagReport};
 
 /// Request for `lag-filter`.
@@ -24,7 +24,8 @@ pub struct Request {
     pub max_lag: u64,
     /// Learner updates to simulate (>= 1).
     pub updates: usize,
-    /// Independent runs, pooled in the totals; run `r` uses stream `r`. Default 1.
+    /// Independent runs (`1..=100000`), pooled in the totals; run `r` uses stream `r`.
+    /// Default 1.
     #[serde(default = "default_replicates")]
     pub replicates: usize,
     /// Seed. Default 0.
@@ -81,6 +82,7 @@ impl Entry for LagFilter {
             updates: request.updates,
         };
         config.validate()?;
+        check::count("replicates", request.replicates, 1, 100_000)?;
         let per_duration = match request.duration {
             DurationDistribution::Lognormal { .. } => 2,
             _ => 1,
@@ -165,6 +167,22 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(err.field, "duration.duration");
+    }
+
+    #[test]
+    fn unknown_fields_are_rejected_inside_the_distribution_too() {
+        let err = compute(
+            "lag-filter",
+            json!({"workers": 2, "duration": {"kind": "fixed", "duration": 1.0, "jitter": 1}, "max_lag": 0, "updates": 3}),
+        )
+        .unwrap_err();
+        assert!(err.field.starts_with("duration"), "{err:?}");
+        let err = compute(
+            "lag-filter",
+            json!({"workers": 2, "duration": {"kind": "fixed", "duration": 1.0}, "max_lag": 0, "updates": 3, "speed": 2}),
+        )
+        .unwrap_err();
+        assert!(err.message.contains("speed"), "{err:?}");
     }
 
     #[test]

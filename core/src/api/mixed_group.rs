@@ -20,8 +20,8 @@ pub struct Request {
     /// Mixed groups wanted per batch, `B >= 1`, for the cost figures. Default 1.
     #[serde(default = "default_mixed_groups")]
     pub mixed_groups: u64,
-    /// Simulated runs of dynamic sampling (single `p` and `group_size` only). Default 0:
-    /// no simulation.
+    /// Simulated runs of dynamic sampling (single `p` and `group_size` only), at most
+    /// 100 000. Default 0: no simulation.
     #[serde(default)]
     pub replicates: usize,
     /// Seed of the simulation; run `r` uses stream `r`. Default 0.
@@ -95,6 +95,7 @@ fn simulate(request: &Request, p: f64, group_size: u64, probability: f64) -> Res
             "no group can be mixed, so dynamic sampling never ends",
         ));
     };
+    check::count("replicates", request.replicates, 1, 100_000)?;
     let max_groups = (10.0 * expected).ceil() as u64 + 100;
     let draws = (request.replicates as u64)
         .saturating_mul(max_groups)
@@ -157,7 +158,9 @@ impl Entry for MixedGroup {
                 sampling::expected_groups_drawn(prob, b)
             }),
             expected_rollouts: map_grid(&table, scalar, |j, &prob| {
-                sampling::expected_groups_drawn(prob, b).map(|groups| groups * sizes[j] as f64)
+                sampling::expected_groups_drawn(prob, b)
+                    .map(|groups| groups * sizes[j] as f64)
+                    .filter(|rollouts| rollouts.is_finite())
             }),
             simulation,
         })

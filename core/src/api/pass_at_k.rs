@@ -24,7 +24,7 @@ pub struct Request {
     pub c: OneOrMany<u64>,
     /// Attempts allowed, `1 <= k <= n`.
     pub k: u64,
-    /// Bootstrap resamples for several tasks (>= 2). Default 1000.
+    /// Bootstrap resamples for several tasks, `2..=100000`. Default 1000.
     #[serde(default = "default_resamples")]
     pub resamples: usize,
     /// Interval coverage in `(0, 1)`. Default 0.95.
@@ -124,6 +124,7 @@ impl Entry for PassAtK {
             .sum::<Result<f64>>()?
             / tasks;
         let (ci, ci_method) = if request.c.is_many() {
+            check::count("resamples", request.resamples, 2, 100_000)?;
             check_draws(
                 "resamples",
                 (request.resamples as u64).saturating_mul(c.len() as u64),

@@ -19,7 +19,7 @@ pub fn trajectories(tasks_per_batch: u64, group_size: u64, iterations: u64) -> R
 
 /// Generated tokens `trajectories * mean_tokens`.
 pub fn generated_tokens(trajectories: u64, mean_tokens: f64) -> Result<f64> {
-    check::non_negative("mean_tokens", mean_tokens)?;
+    check::in_range("mean_tokens", mean_tokens, 0.0, 1e12)?;
     Ok(trajectories as f64 * mean_tokens)
 }
 

@@ -15,12 +15,15 @@
 //! ## Design
 //! - A support violation is an error naming `pi[i]`, not a silent bias: the estimator
 //!   cannot see actions `mu` never takes.
-//! - `mu` and `pi` must each sum to 1 within `1e-6`.
+//! - `mu` and `pi` must each sum to 1 within `1e-6`; weights and `|f|` are capped at
+//!   `1e12` so every reported number stays finite.
 
 use crate::error::{FieldError, Result, check};
 use crate::rng::RandomStream;
 
 const SUM_TOLERANCE: f64 = 1e-6;
+/// Largest weight and largest |value| accepted, so squares stay far from overflow.
+pub const MAX_MAGNITUDE: f64 = 1e12;
 
 fn check_distribution(field: &str, probs: &[f64]) -> Result<()> {
     check::non_empty(field, probs)?;
@@ -53,7 +56,15 @@ impl Problem {
         check::same_len("pi", pi.len(), "mu", mu.len())?;
         check_distribution("pi", &pi)?;
         check::same_len("values", values.len(), "mu", mu.len())?;
-        check::all_finite("values", &values)?;
+        for (a, &v) in values.iter().enumerate() {
+            check::in_range(&format!("values[{a}]"), v, -MAX_MAGNITUDE, MAX_MAGNITUDE)?;
+        }
+        if let Some(a) = (0..mu.len()).find(|&a| mu[a] > 0.0 && pi[a] / mu[a] > MAX_MAGNITUDE) {
+            return Err(FieldError::new(
+                format!("mu[{a}]"),
+                format!("is so small against pi[{a}] that the weight exceeds {MAX_MAGNITUDE}"),
+            ));
+        }
         if let Some(a) = (0..mu.len()).find(|&a| mu[a] == 0.0 && pi[a] > 0.0) {
             return Err(FieldError::new(
                 format!("pi[{a}]"),

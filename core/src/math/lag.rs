@@ -28,32 +28,35 @@ use serde::{Deserialize, Serialize};
 use crate::error::{FieldError, Result, check};
 use crate::rng::RandomStream;
 
+/// Largest duration parameter accepted (`duration`, `max`, `mean`).
+pub const MAX_DURATION: f64 = 1e9;
+
 /// How long one rollout takes, in arbitrary time units.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum DurationDistribution {
     /// Every rollout takes `duration` (> 0).
     Fixed {
-        /// The duration (> 0).
+        /// The duration, in `(0, 1e9]`.
         duration: f64,
     },
-    /// Uniform on `[min, max]`, `0 <= min <= max`, `max > 0`.
+    /// Uniform on `[min, max]`, `0 <= min <= max <= 1e9`, `max > 0`.
     Uniform {
         /// Shortest duration.
         min: f64,
         /// Longest duration.
         max: f64,
     },
-    /// Exponential with the given mean (> 0): `-mean ln(1 - u)`.
+    /// Exponential with the given mean (> 0): `-mean ln(1 - u)` (`1 - u` in `(0, 1]`).
     Exponential {
-        /// Mean duration (> 0).
+        /// Mean duration, in `(0, 1e9]`.
         mean: f64,
     },
     /// `exp(log_mean + log_std Z)` with `Z` standard normal.
     Lognormal {
-        /// Mean of the log duration.
+        /// Mean of the log duration, in `[-20, 20]`.
         log_mean: f64,
-        /// Standard deviation of the log duration (>= 0).
+        /// Standard deviation of the log duration, in `[0, 10]`.
         log_std: f64,
     },
 }
@@ -62,11 +65,17 @@ impl DurationDistribution {
     /// Checks the parameters; errors name `duration.<parameter>`.
     pub fn validate(&self) -> Result<()> {
         let within = |e: FieldError| e.within("duration");
+        // Bounded so a run's clock stays finite.
+        let bounded = |field: &str, v: f64| check::in_range(field, v, 0.0, MAX_DURATION);
         match *self {
-            Self::Fixed { duration } => check::positive("duration", duration).map_err(within)?,
+            Self::Fixed { duration } => {
+                check::positive("duration", duration).map_err(within)?;
+                bounded("duration", duration).map_err(within)?
+            }
             Self::Uniform { min, max } => {
-                check::non_negative("min", min).map_err(within)?;
+                bounded("min", min).map_err(within)?;
                 check::positive("max", max).map_err(within)?;
+                bounded("max", max).map_err(within)?;
                 if max < min {
                     return Err(FieldError::new(
                         "duration.max",
@@ -75,9 +84,12 @@ impl DurationDistribution {
                 }
                 max
             }
-            Self::Exponential { mean } => check::positive("mean", mean).map_err(within)?,
+            Self::Exponential { mean } => {
+                check::positive("mean", mean).map_err(within)?;
+                bounded("mean", mean).map_err(within)?
+            }
             Self::Lognormal { log_mean, log_std } => {
-                check::in_range("log_mean", log_mean, -50.0, 50.0).map_err(within)?;
+                check::in_range("log_mean", log_mean, -20.0, 20.0).map_err(within)?;
                 check::in_range("log_std", log_std, 0.0, 10.0).map_err(within)?
             }
         };

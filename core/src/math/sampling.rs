@@ -48,16 +48,16 @@ pub fn mixed_group_grid(ps: &[f64], group_sizes: &[u64]) -> Result<Vec<Vec<f64>>
 }
 
 /// Expected number of groups drawn to find `mixed_groups` mixed ones, `B / P(mixed)`;
-/// `None` when no group can be mixed (`p` is 0 or 1, or `G = 1`).
+/// `None` when no group can be mixed (`p` is 0 or 1, or `G = 1`) or the mean overflows.
 pub fn expected_groups_drawn(probability_mixed: f64, mixed_groups: u64) -> Option<f64> {
-    (probability_mixed > 0.0).then(|| mixed_groups as f64 / probability_mixed)
+    Some(mixed_groups as f64 / probability_mixed)
+        .filter(|v| probability_mixed > 0.0 && v.is_finite())
 }
 
 /// Variance of the number of groups drawn, `B (1 - P) / P^2` (negative binomial).
 pub fn groups_drawn_variance(probability_mixed: f64, mixed_groups: u64) -> Option<f64> {
-    (probability_mixed > 0.0).then(|| {
-        mixed_groups as f64 * (1.0 - probability_mixed) / (probability_mixed * probability_mixed)
-    })
+    Some(mixed_groups as f64 * (1.0 - probability_mixed) / (probability_mixed * probability_mixed))
+        .filter(|v| probability_mixed > 0.0 && v.is_finite())
 }
 
 /// One run of dynamic sampling.
