@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::Entry;
-use crate::error::Result;
+use crate::error::{FieldError, Result};
 use crate::math::shaping::{self, PolicyReturns};
 
 /// Request for `shaping`.
@@ -85,7 +85,14 @@ impl Entry for Shaping {
         let comparison = request
             .compare_horizon
             .map(|h| shaping::compare_solve_and_repeat(h, request.bonus, request.gamma))
-            .transpose()?;
+            .transpose()
+            .map_err(|e| {
+                if e.field == "horizon" {
+                    FieldError::new("compare_horizon", e.message)
+                } else {
+                    e
+                }
+            })?;
         Ok(Response {
             shaped: out.shaped,
             return_: out.return_,
@@ -126,6 +133,16 @@ mod tests {
         .unwrap();
         assert!((out["naive_return"].as_f64().unwrap() - 0.3).abs() < 1e-12);
         assert_eq!(out["comparison"][1]["policy"], json!("repeat-tests"));
+    }
+
+    #[test]
+    fn too_short_a_toy_horizon_names_compare_horizon() {
+        let err = compute(
+            "shaping",
+            json!({"rewards": [0], "potentials": [0, 0], "compare_horizon": 2}),
+        )
+        .unwrap_err();
+        assert_eq!(err.field, "compare_horizon");
     }
 
     #[test]

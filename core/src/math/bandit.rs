@@ -170,6 +170,8 @@ pub fn check_grouping(group_size: usize, samples: usize) -> Result<()> {
 /// Draw order, per sample `i = 0..N` in order: one uniform for the action (`A` when
 /// `u < p`, compared in `f32`), then one uniform for the reward (1 when `u < q_action`).
 /// Groups are consecutive runs of `group_size` samples. Call [`check_grouping`] first.
+/// The thresholds `p`, `q_A`, `q_B` are rounded to `f32` (as a GPU kernel has them); the
+/// score `1{a = A} - p` uses `p` in `f64`.
 pub fn sample_estimate(
     bandit: &TwoArmed,
     baseline: Baseline,
