@@ -57,8 +57,8 @@ pub fn example(name: &str) -> Option<Value> {
             "batch_size": 8, "max_lag": 1, "updates": 200, "seed": 7
         }),
         "distill" => json!({
-            "teacher": [0.05, 0.4, 0.05, 0.05, 0.4, 0.05],
-            "student": [0.1, 0.2, 0.4, 0.2, 0.05, 0.05]
+            "teacher_probs": [0.05, 0.4, 0.05, 0.05, 0.4, 0.05],
+            "student_probs": [0.1, 0.2, 0.4, 0.2, 0.05, 0.05]
         }),
         _ => return None,
     };

@@ -23,11 +23,20 @@ use crate::error::{FieldError, Result};
 
 pub mod examples;
 // One module per entry; each adds itself to `registry!` below.
+pub mod bandit_gradient;
+pub mod binomial_se;
 pub mod clip_surrogate;
+pub mod distill;
 pub mod gae;
 pub mod group_advantages;
+pub mod importance_sampling;
 pub mod kl;
+pub mod lag_filter;
+pub mod mixed_group;
+pub mod pass_at_k;
 pub mod policy_loss;
+pub mod rollout_budget;
+pub mod shaping;
 
 /// The most random draws one request may ask for (samples × replicates, summed over
 /// the draws each replicate makes). About a second of CPU time.
@@ -70,18 +79,26 @@ macro_rules! registry {
                     return run::<$module::$entry>(request);
                 }
             )*
-            let _ = &request;
             Err(unknown_name(name))
         }
     };
 }
 
 registry! {
+    bandit_gradient::BanditGradient,
+    importance_sampling::ImportanceSampling,
     clip_surrogate::ClipSurrogate,
     group_advantages::GroupAdvantagesEntry,
     policy_loss::PolicyLossEntry,
     kl::Kl,
     gae::GaeEntry,
+    mixed_group::MixedGroup,
+    shaping::Shaping,
+    pass_at_k::PassAtK,
+    binomial_se::BinomialSe,
+    rollout_budget::RolloutBudget,
+    lag_filter::LagFilter,
+    distill::Distill,
 }
 
 fn unknown_name(name: &str) -> FieldError {
@@ -173,9 +190,20 @@ mod tests {
     }
 
     #[test]
+    fn every_entry_has_an_example_that_computes() {
+        for entry in ENTRIES {
+            let request = examples::example(entry.name)
+                .unwrap_or_else(|| panic!("no example for {}", entry.name));
+            let response = compute(entry.name, request)
+                .unwrap_or_else(|e| panic!("example of {} fails: {e}", entry.name));
+            assert!(response.is_object(), "{}", entry.name);
+        }
+    }
+
+    #[test]
     fn unknown_name_lists_the_known_ones() {
         let err = compute("no-such-thing", json!({})).unwrap_err();
         assert_eq!(err.field, "name");
-        assert!(err.message.contains("known:"));
+        assert!(err.message.contains("bandit-gradient"));
     }
 }

@@ -5,8 +5,16 @@
 //! and where it comes from.
 
 pub mod advantage;
+pub mod bandit;
+pub mod budget;
 pub mod clip;
+pub mod distill;
+pub mod eval;
 pub mod gae;
+pub mod importance;
 pub mod kl;
+pub mod lag;
 pub mod policy_loss;
 pub mod reduction;
+pub mod sampling;
+pub mod shaping;

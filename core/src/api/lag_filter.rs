@@ -1,0 +1,197 @@
+//! `lag-filter`: a seeded event simulation of asynchronous rollout collection, and how
+//! many rollouts a staleness bound keeps (see [`crate::math::lag`]).
+
+use serde::{Deserialize, Serialize};
+
+use super::{Entry, MAX_DRAWS, check_draws};
+use crate::error::{FieldError, Result, check};
+use crate::math::lag::{self, DurationDistribution, LagConfig, LagReport};
+
+/// Request for `lag-filter`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Request {
+    /// Workers generating rollouts in parallel, `1..=65536`.
+    pub workers: usize,
+    /// Rollout duration distribution, tagged by `kind`: `{"kind": "fixed", "duration"}`,
+    /// `{"kind": "uniform", "min", "max"}`, `{"kind": "exponential", "mean"}` or
+    /// `{"kind": "lognormal", "log_mean", "log_std"}` (arbitrary time units).
+    pub duration: DurationDistribution,
+    /// Completed rollouts per learner update (>= 1). Default 8.
+    #[serde(default = "default_batch_size")]
+    pub batch_size: usize,
+    /// Largest lag (in policy versions) the filter keeps.
+    pub max_lag: u64,
+    /// Learner updates to simulate (>= 1).
+    pub updates: usize,
+    /// Independent runs (`1..=100000`), pooled in the totals; run `r` uses stream `r`.
+    /// Default 1.
+    #[serde(default = "default_replicates")]
+    pub replicates: usize,
+    /// Seed. Default 0.
+    #[serde(default)]
+    pub seed: u64,
+}
+
+fn default_batch_size() -> usize {
+    8
+}
+fn default_replicates() -> usize {
+    1
+}
+
+/// Response of `lag-filter`, pooled over replicates.
+#[derive(Debug, Clone, Serialize)]
+pub struct Response {
+    /// Kept rollouts / completed rollouts.
+    pub kept_fraction: f64,
+    /// Completed rollouts per lag `0..=max seen`.
+    pub lag_histogram: Vec<u64>,
+    /// Kept rollouts per unit time.
+    pub throughput: f64,
+    /// Rollouts consumed by updates (`updates * batch_size * replicates`).
+    pub completed: u64,
+    /// Rollouts kept by the filter.
+    pub kept: u64,
+    /// Rollouts dropped as too stale.
+    pub discarded: u64,
+    /// Mean lag of completed rollouts.
+    pub mean_lag: f64,
+    /// Simulated time until the last update, summed over replicates.
+    pub elapsed: f64,
+    /// Kept fraction of each replicate.
+    pub kept_fraction_per_replicate: Vec<f64>,
+}
+
+/// The `lag-filter` entry.
+pub struct LagFilter;
+
+impl Entry for LagFilter {
+    const NAME: &'static str = "lag-filter";
+    const SUMMARY: &'static str =
+        "Asynchronous collection with a policy-lag bound: kept fraction, lag histogram, throughput";
+    type Request = Request;
+    type Response = Response;
+
+    fn compute(request: &Request) -> Result<Response> {
+        let config = LagConfig {
+            workers: request.workers,
+            duration: request.duration,
+            batch_size: request.batch_size,
+            max_lag: request.max_lag,
+            updates: request.updates,
+        };
+        config.validate()?;
+        check::count("replicates", request.replicates, 1, 100_000)?;
+        let per_duration = match request.duration {
+            DurationDistribution::Lognormal { .. } => 2,
+            _ => 1,
+        };
+        let events = (config.completions() as u64).saturating_add(request.workers as u64);
+        let replicates = request.replicates as u64;
+        check_draws(
+            "updates",
+            events
+                .saturating_mul(per_duration)
+                .saturating_mul(replicates),
+        )?;
+        // Each event scans every worker's finish time.
+        let scan = events
+            .saturating_mul(request.workers as u64)
+            .saturating_mul(replicates);
+        if scan > 4 * MAX_DRAWS {
+            return Err(FieldError::new(
+                "workers",
+                format!(
+                    "workers x completions x replicates is {scan}; the limit per request is {}",
+                    4 * MAX_DRAWS
+                ),
+            ));
+        }
+        let reports = lag::simulate_replicates(&config, request.replicates, request.seed)?;
+        let mut pooled = LagReport::default();
+        for report in &reports {
+            pooled.pool(report);
+        }
+        Ok(Response {
+            kept_fraction: pooled.kept_fraction(),
+            throughput: pooled.throughput(),
+            mean_lag: pooled.mean_lag(),
+            completed: pooled.completed,
+            kept: pooled.kept,
+            discarded: pooled.discarded,
+            elapsed: pooled.elapsed,
+            kept_fraction_per_replicate: reports.iter().map(LagReport::kept_fraction).collect(),
+            lag_histogram: pooled.lag_histogram,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::compute;
+    use serde_json::json;
+
+    #[test]
+    fn synchronous_single_worker_keeps_everything() {
+        let out = compute(
+            "lag-filter",
+            json!({"workers": 1, "duration": {"kind": "exponential", "mean": 1.0}, "batch_size": 1, "max_lag": 0, "updates": 30, "seed": 1}),
+        )
+        .unwrap();
+        assert_eq!(out["kept_fraction"], json!(1.0));
+        assert_eq!(out["lag_histogram"], json!([30]));
+    }
+
+    #[test]
+    fn more_slack_keeps_more() {
+        let run = |max_lag: u64| {
+            compute(
+                "lag-filter",
+                json!({"workers": 16, "duration": {"kind": "lognormal", "log_mean": 0.0, "log_std": 1.0}, "batch_size": 4, "max_lag": max_lag, "updates": 100, "replicates": 4, "seed": 9}),
+            )
+            .unwrap()["kept_fraction"]
+                .as_f64()
+                .unwrap()
+        };
+        let fractions: Vec<f64> = (0..6).map(run).collect();
+        assert!(fractions.windows(2).all(|w| w[1] >= w[0]), "{fractions:?}");
+        assert!(fractions[0] < fractions[5]);
+    }
+
+    #[test]
+    fn bad_duration_names_the_nested_field() {
+        let err = compute(
+            "lag-filter",
+            json!({"workers": 2, "duration": {"kind": "fixed", "duration": 0.0}, "max_lag": 0, "updates": 3}),
+        )
+        .unwrap_err();
+        assert_eq!(err.field, "duration.duration");
+    }
+
+    #[test]
+    fn unknown_fields_are_rejected_inside_the_distribution_too() {
+        let err = compute(
+            "lag-filter",
+            json!({"workers": 2, "duration": {"kind": "fixed", "duration": 1.0, "jitter": 1}, "max_lag": 0, "updates": 3}),
+        )
+        .unwrap_err();
+        assert!(err.field.starts_with("duration"), "{err:?}");
+        let err = compute(
+            "lag-filter",
+            json!({"workers": 2, "duration": {"kind": "fixed", "duration": 1.0}, "max_lag": 0, "updates": 3, "speed": 2}),
+        )
+        .unwrap_err();
+        assert!(err.message.contains("speed"), "{err:?}");
+    }
+
+    #[test]
+    fn huge_runs_are_refused() {
+        let err = compute(
+            "lag-filter",
+            json!({"workers": 2, "duration": {"kind": "fixed", "duration": 1.0}, "max_lag": 0, "updates": 100_000_000}),
+        )
+        .unwrap_err();
+        assert_eq!(err.field, "updates");
+    }
+}

@@ -1,0 +1,198 @@
+//! `pass-at-k`: the unbiased pass@k estimate for one task or the mean over tasks, the
+//! plug-in value for contrast, and an interval (see [`crate::math::eval`]).
+//!
+//! ## Interval
+//! - Several tasks (`c` a list): a percentile bootstrap over tasks of the mean per-task
+//!   estimate (`resamples` resamples, `level` coverage, `seed`).
+//! - One task: the Wilson interval `[lo, hi]` for the per-sample success rate `c/n`,
+//!   mapped through `1 - (1 - x)^k`, which is increasing in `x`: an interval for the
+//!   true pass@k under independent samples.
+
+use serde::{Deserialize, Serialize};
+
+use super::{Entry, OneOrMany, check_draws};
+use crate::error::{FieldError, Result, check};
+use crate::math::eval;
+
+/// Request for `pass-at-k`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Request {
+    /// Samples per task, `n >= k`; one number shared by every task, or one per task.
+    pub n: OneOrMany<u64>,
+    /// Correct samples, `c <= n`; one number (one task) or one per task.
+    pub c: OneOrMany<u64>,
+    /// Attempts allowed, `1 <= k <= n`.
+    pub k: u64,
+    /// Bootstrap resamples for several tasks, `2..=100000`. Default 1000.
+    #[serde(default = "default_resamples")]
+    pub resamples: usize,
+    /// Interval coverage in `(0, 1)`. Default 0.95.
+    #[serde(default = "default_level")]
+    pub level: f64,
+    /// Bootstrap seed; resample `b` uses stream `b`. Default 0.
+    #[serde(default)]
+    pub seed: u64,
+}
+
+fn default_resamples() -> usize {
+    1000
+}
+fn default_level() -> f64 {
+    0.95
+}
+
+/// Response of `pass-at-k`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Response {
+    /// Unbiased pass@k (mean over tasks for several).
+    pub estimate: f64,
+    /// Plug-in `1 - (1 - c/n)^k` (mean over tasks for several).
+    pub plug_in: f64,
+    /// Interval `[lo, hi]` at `level`.
+    pub ci: [f64; 2],
+    /// `bootstrap` (several tasks) or `wilson` (one task).
+    pub ci_method: &'static str,
+    /// Per-task unbiased estimates (one entry for one task).
+    pub per_task: Vec<f64>,
+}
+
+/// The `pass-at-k` entry.
+pub struct PassAtK;
+
+/// The normal quantile `z` with two-sided coverage `level` (1.96 at 0.95): bisection on
+/// the standard normal CDF, which is integrated by Simpson's rule. Exact to about 1e-9,
+/// with no special functions beyond `exp`.
+fn normal_quantile(level: f64) -> f64 {
+    let target = f64::midpoint(1.0, level);
+    let cdf = |x: f64| -> f64 {
+        let steps = 2000;
+        let h = x / f64::from(steps);
+        let density = |t: f64| (-0.5 * t * t).exp() / (2.0 * std::f64::consts::PI).sqrt();
+        let mut total = density(0.0) + density(x);
+        for i in 1..steps {
+            let weight = if i % 2 == 1 { 4.0 } else { 2.0 };
+            total += weight * density(h * f64::from(i));
+        }
+        0.5 + total * h / 3.0
+    };
+    let (mut lo, mut hi) = (0.0, 10.0);
+    for _ in 0..60 {
+        let mid = f64::midpoint(lo, hi);
+        if cdf(mid) < target {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    f64::midpoint(lo, hi)
+}
+
+impl Entry for PassAtK {
+    const NAME: &'static str = "pass-at-k";
+    const SUMMARY: &'static str =
+        "Unbiased pass@k (Chen et al. 2021) against the plug-in, with an interval";
+    type Request = Request;
+    type Response = Response;
+
+    fn compute(request: &Request) -> Result<Response> {
+        let level = request.level;
+        if !(level > 0.0 && level < 1.0) {
+            return Err(FieldError::new(
+                "level",
+                format!("must be in (0, 1), got {level}"),
+            ));
+        }
+        let c = request.c.to_vec();
+        check::non_empty("c", &c)?;
+        let n = match &request.n {
+            OneOrMany::One(n) => vec![*n; c.len()],
+            OneOrMany::Many(n) => n.clone(),
+        };
+        let per_task = if request.c.is_many() {
+            eval::pass_at_k_per_task(&n, &c, request.k)?
+        } else {
+            check::same_len("n", n.len(), "c", 1)?;
+            vec![eval::pass_at_k(n[0], c[0], request.k)?]
+        };
+        let tasks = per_task.len() as f64;
+        let estimate = per_task.iter().sum::<f64>() / tasks;
+        let plug_in = n
+            .iter()
+            .zip(&c)
+            .map(|(&n, &c)| eval::pass_at_k_plug_in(n, c, request.k))
+            .sum::<Result<f64>>()?
+            / tasks;
+        let (ci, ci_method) = if request.c.is_many() {
+            check::count("resamples", request.resamples, 2, 100_000)?;
+            check_draws(
+                "resamples",
+                (request.resamples as u64).saturating_mul(c.len() as u64),
+            )?;
+            let ci = eval::bootstrap_mean_ci(&per_task, request.resamples, level, request.seed)
+                .map_err(|e| {
+                    if e.field == "values" {
+                        e.within("c")
+                    } else {
+                        e
+                    }
+                })?;
+            (ci, "bootstrap")
+        } else {
+            let rate = c[0] as f64 / n[0] as f64;
+            let [lo, hi] = eval::wilson_interval(rate, n[0], normal_quantile(level))?;
+            let k = request.k as f64;
+            let through = |x: f64| 1.0 - (1.0 - x).powf(k);
+            ([through(lo), through(hi)], "wilson")
+        };
+        Ok(Response {
+            estimate,
+            plug_in,
+            ci,
+            ci_method,
+            per_task,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::compute;
+    use super::normal_quantile;
+    use serde_json::json;
+
+    #[test]
+    fn article_single_task_estimate_and_plug_in() {
+        let out = compute("pass-at-k", json!({"n": 10, "c": 2, "k": 3})).unwrap();
+        assert!((out["estimate"].as_f64().unwrap() - 0.533).abs() < 5e-4);
+        assert!((out["plug_in"].as_f64().unwrap() - 0.488).abs() < 1e-12);
+        assert_eq!(out["ci_method"], json!("wilson"));
+        let ci = out["ci"].as_array().unwrap();
+        assert!(ci[0].as_f64().unwrap() < 0.533 && 0.533 < ci[1].as_f64().unwrap());
+    }
+
+    #[test]
+    fn several_tasks_average_per_task_estimates() {
+        let out = compute("pass-at-k", json!({"n": 10, "c": [2, 0, 10], "k": 3})).unwrap();
+        let mean = (1.0 - 56.0 / 120.0 + 0.0 + 1.0) / 3.0;
+        assert!((out["estimate"].as_f64().unwrap() - mean).abs() < 1e-12);
+        assert_eq!(out["ci_method"], json!("bootstrap"));
+    }
+
+    #[test]
+    fn k_above_n_names_k_and_c_above_n_names_the_task() {
+        assert_eq!(
+            compute("pass-at-k", json!({"n": 5, "c": 2, "k": 6}))
+                .unwrap_err()
+                .field,
+            "k"
+        );
+        let err = compute("pass-at-k", json!({"n": [5, 5], "c": [2, 7], "k": 1})).unwrap_err();
+        assert_eq!(err.field, "c[1]");
+    }
+
+    #[test]
+    fn normal_quantile_at_95_percent_is_1_96() {
+        assert!((normal_quantile(0.95) - 1.959_964).abs() < 1e-5);
+    }
+}
