@@ -5,6 +5,8 @@
 //! are reported in that text, never as a panic or a Rust error, because the policy has
 //! to read them and recover.
 
+use std::fmt::Write as _;
+
 use super::action::EditMode;
 use super::interp::{Value, format_list, run};
 use super::lang::{Line, indent_levels, parse_line, parse_program};
@@ -99,6 +101,7 @@ impl CodeEnv {
         }
         let outcomes = self.outcomes(cases);
         let failed = outcomes.iter().filter(|o| **o != TestOutcome::Pass).count();
+        // Writing into a String cannot fail, so the `fmt::Result`s below are ignored.
         let mut text = format!(
             "{} tests: {} passed, {failed} failed",
             cases.len(),
@@ -109,16 +112,14 @@ impl CodeEnv {
             match outcome {
                 TestOutcome::Pass => {}
                 TestOutcome::Wrong(got) => {
-                    text.push_str(&format!(
-                        "\nfail {call}: expected {}, got {got}",
-                        case.expected
-                    ));
+                    let _ = write!(text, "\nfail {call}: expected {}, got {got}", case.expected);
                 }
                 TestOutcome::Error(message) => {
-                    text.push_str(&format!(
+                    let _ = write!(
+                        text,
                         "\nfail {call}: expected {}, got error: {message}",
                         case.expected
-                    ));
+                    );
                 }
             }
         }

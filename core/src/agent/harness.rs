@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use super::action::{TOOL_SPEC, ToolCall, parse_call};
 use super::env::CodeEnv;
 use super::interp::DEFAULT_STEP_LIMIT;
-use super::policy::Policy;
+use super::policy::{Generation, Policy};
 use super::record::{EndReason, EpisodeRecord, ModelCall, Span, SpanRole};
 use super::task::Task;
 use super::tokenizer::{BOS, CALL, END, OBS, TOKENIZER_VERSION, Tokenizer, tokenizer};
@@ -128,6 +128,49 @@ fn execute(env: &mut CodeEnv, call: &ToolCall, crashed: bool) -> Step {
     }
 }
 
+/// A generation cut to its first end token and the limit, decoded and parsed.
+struct Action {
+    generated: Vec<u32>,
+    logprobs: Vec<f64>,
+    text: String,
+    has_end: bool,
+    parsed: Result<ToolCall, String>,
+}
+
+fn read_action(generation: Generation, limit: usize) -> Action {
+    let tokenizer = tokenizer();
+    // Keep exactly what the policy produced, up to its first end token and the limit.
+    let mut generated: Vec<u32> = generation.tokens.into_iter().take(limit).collect();
+    if let Some(end) = generated.iter().position(|&t| t == END) {
+        generated.truncate(end + 1);
+    }
+    let mut logprobs = generation.logprobs;
+    logprobs.resize(generated.len(), 0.0);
+    let text_ids: Vec<u32> = generated
+        .iter()
+        .copied()
+        .take_while(|&t| t != END)
+        .collect();
+    let text = tokenizer.decode(&text_ids);
+    let has_end = generated.last() == Some(&END);
+    let parsed = if !has_end {
+        Err(format!(
+            "malformed call: no end token within {limit} tokens"
+        ))
+    } else if text_ids.iter().any(|&t| Tokenizer::is_special(t)) {
+        Err("malformed call: special token inside the action".to_owned())
+    } else {
+        parse_call(&text)
+    };
+    Action {
+        generated,
+        logprobs,
+        text,
+        has_end,
+        parsed,
+    }
+}
+
 /// Runs one episode of `policy` on `task` and returns its record.
 pub fn run_episode(
     task: &Task,
@@ -167,35 +210,15 @@ pub fn run_episode(
         let limit = config.max_new_tokens.min(room);
         let context_ids = transcript.tokens.clone();
         let generation = policy.next_tokens(&context_ids, limit, &mut policy_rng);
-        // Keep exactly what the policy produced up to its first end token and the limit.
-        let mut generated: Vec<u32> = generation.tokens.into_iter().take(limit).collect();
-        if let Some(end) = generated.iter().position(|&t| t == END) {
-            generated.truncate(end + 1);
-        }
-        let mut logprobs = generation.logprobs;
-        logprobs.resize(generated.len(), 0.0);
-        transcript.push(SpanRole::Action, &generated);
-        let text_ids: Vec<u32> = generated
-            .iter()
-            .copied()
-            .take_while(|&t| t != END)
-            .collect();
-        let action_text = tokenizer.decode(&text_ids);
-        let has_end = generated.last() == Some(&END);
-        let parsed = if !has_end {
-            Err(format!(
-                "malformed call: no end token within {limit} tokens"
-            ))
-        } else if text_ids.iter().any(|&t| Tokenizer::is_special(t)) {
-            Err("malformed call: special token inside the action".to_owned())
-        } else {
-            parse_call(&action_text)
-        };
+        let action = read_action(generation, limit);
+        transcript.push(SpanRole::Action, &action.generated);
+        let has_end = action.has_end;
+        let parsed = action.parsed;
         let mut call_record = ModelCall {
             context_ids,
-            generated_ids: generated,
-            behaviour_logprobs: logprobs,
-            action_text,
+            generated_ids: action.generated,
+            behaviour_logprobs: action.logprobs,
+            action_text: action.text,
             call: parsed.as_ref().ok().cloned(),
             parse_error: parsed.as_ref().err().cloned(),
             observation_ids: Vec::new(),

@@ -130,12 +130,10 @@ impl Teacher {
             None if code.len() == self.reference.len() => return None,
             None => code.len().min(self.reference.len()),
         };
-        let (mode, text) = if code.len() > self.reference.len() {
-            (EditMode::Delete, String::new())
-        } else if code.len() < self.reference.len() {
-            (EditMode::Insert, self.reference[line].clone())
-        } else {
-            (EditMode::Replace, self.reference[line].clone())
+        let (mode, text) = match code.len().cmp(&self.reference.len()) {
+            std::cmp::Ordering::Greater => (EditMode::Delete, String::new()),
+            std::cmp::Ordering::Less => (EditMode::Insert, self.reference[line].clone()),
+            std::cmp::Ordering::Equal => (EditMode::Replace, self.reference[line].clone()),
         };
         Some(ToolCall::WriteCode {
             line: line + 1,

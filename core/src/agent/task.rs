@@ -326,7 +326,7 @@ pub fn article_example() -> Task {
         "def find_max(xs):\nbest = xs[0]\nfor x in xs:\nif x > best:\nbest = x\nend\nend\nreturn best",
     );
     let mut buggy = reference.clone();
-    buggy[1] = "best = 0".to_owned();
+    "best = 0".clone_into(&mut buggy[1]);
     let case = |input: Vec<i64>| {
         let expected = Value::Int(input.iter().copied().max().unwrap_or(0));
         TestCase { input, expected }

@@ -322,7 +322,7 @@ mod tests {
         let t = Tokenizer::new();
         let ids = t.encode("best = xs[0]");
         assert_eq!(t.decode(&ids), "best = xs[0]");
-        assert_eq!(ids.len(), 6, "{:?}", ids);
+        assert_eq!(ids.len(), 6, "{ids:?}");
     }
 
     #[test]
