@@ -1,11 +1,12 @@
-//! The `arlbook` binary: serve the notebook and the API, and run the compute API from
-//! the command line.
+//! The `arlbook` binary: serve the notebook and the API, run the compute API from the
+//! command line, and drive the code-repair agent environment.
 
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
 mod compute_cmd;
+mod env_cmd;
 
 /// arlbook: an interactive notebook on reinforcement learning for LLM agents.
 #[derive(Debug, Parser)]
@@ -19,12 +20,15 @@ struct Cli {
 enum Command {
     /// Run one computation of the compute API: JSON in (stdin or --input), JSON out.
     Compute(compute_cmd::ComputeArgs),
+    /// The code-repair agent environment: sample tasks, run episodes, measure policies.
+    Env(env_cmd::EnvArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let outcome = match cli.command {
         Command::Compute(args) => compute_cmd::run(&args),
+        Command::Env(args) => env_cmd::run(&args),
     };
     match outcome {
         Ok(code) => code,
