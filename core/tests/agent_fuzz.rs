@@ -1,8 +1,9 @@
 //! Fuzzing: no program, line or action text can hang or panic the environment.
 
 use arlbook_core::agent::interp::run;
-use arlbook_core::agent::lang::{parse_line, parse_program};
+use arlbook_core::agent::lang::parse_line;
 use arlbook_core::agent::parse_call;
+use arlbook_core::agent::program::parse_program;
 use proptest::prelude::*;
 
 const PIECES: &[&str] = &[

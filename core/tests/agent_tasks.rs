@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 
 use arlbook_core::agent::interp::{Value, run};
-use arlbook_core::agent::lang::parse_program;
+use arlbook_core::agent::program::parse_program;
 use arlbook_core::agent::task::{
     Split, all_families, constant_band, families_of, family_split, generate_task,
 };

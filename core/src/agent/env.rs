@@ -9,7 +9,8 @@ use std::fmt::Write as _;
 
 use super::action::EditMode;
 use super::interp::{Value, format_list, run};
-use super::lang::{Line, indent_levels, parse_line, parse_program};
+use super::lang::{Line, parse_line};
+use super::program::{indent_levels, parse_program};
 use super::task::{Task, TestCase};
 
 /// The longest program an edit may produce, in lines.

@@ -12,7 +12,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::lang::{BinOp, Expr, Function, LangError, LoopRange, Stmt, StmtKind};
+use super::lang::{BinOp, Expr, LoopRange};
+use super::program::{Function, LangError, Stmt, StmtKind};
 
 /// The longest list a program may build.
 pub const MAX_LIST_LEN: usize = 1000;
@@ -334,7 +335,7 @@ pub fn run(function: &Function, input: &[i64], step_limit: u64) -> Result<Value,
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::lang::parse_program;
+    use crate::agent::program::parse_program;
 
     fn compile(text: &str) -> Function {
         let lines: Vec<String> = text.lines().map(str::to_owned).collect();

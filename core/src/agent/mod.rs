@@ -4,8 +4,9 @@
 //! It generalises the article's running example (fix `findMax`, whose candidate
 //! maximum starts at 0, using `run_tests`, `read_code`, `write_code` and `finish`):
 //!
-//! - [`lang`] and [`interp`]: a tiny line-oriented language over integer lists and a
-//!   step-limited interpreter whose failures are observations, not panics.
+//! - [`lang`], [`program`] and [`interp`]: a tiny line-oriented language over integer
+//!   lists, its block structure, and a step-limited interpreter whose failures are
+//!   observations, not panics.
 //! - [`templates`] and [`task`]: ten function templates, five bug kinds, a seeded task
 //!   generator and train / validation / test splits by problem family.
 //! - [`tokenizer`] and [`action`]: a fixed vocabulary of 408 tokens and the call
@@ -32,6 +33,7 @@ pub mod harness;
 pub mod interp;
 pub mod lang;
 pub mod policy;
+pub mod program;
 pub mod record;
 pub mod reward;
 pub mod stats;

@@ -20,7 +20,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::interp::{DEFAULT_STEP_LIMIT, Value, run};
-use super::lang::parse_program;
+use super::program::parse_program;
 use super::templates::{
     BugKind, INDEX_NAMES, ITEM_NAMES, LIST_NAMES, TEMPLATES, Template, Variant,
 };
