@@ -333,7 +333,8 @@ pub fn article_example() -> Task {
     };
     Task {
         id: "example/find_max".to_owned(),
-        split: Split::Train,
+        // Its family, find_max/wrong_init, is held out for the test split.
+        split: Split::Test,
         seed: 0,
         family: "find_max/wrong_init".to_owned(),
         function: "find_max".to_owned(),
@@ -377,6 +378,16 @@ mod tests {
         assert!(TEMPLATES.len() >= 8);
         let kinds: std::collections::BTreeSet<_> = all_families().iter().map(|f| f.bug).collect();
         assert_eq!(kinds.len(), 5);
+    }
+
+    #[test]
+    fn article_example_belongs_to_a_test_family() {
+        let family = Family {
+            template: 0,
+            bug: BugKind::WrongInit,
+        };
+        assert_eq!(family.name(), article_example().family);
+        assert_eq!(family_split(family), article_example().split);
     }
 
     #[test]
