@@ -12,6 +12,7 @@
 //! - Bad input is never a panic: every fallible function returns [`FieldError`], which
 //!   names the input field and the constraint it broke.
 
+pub mod agent;
 pub mod api;
 pub mod error;
 pub mod math;

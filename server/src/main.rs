@@ -1,11 +1,12 @@
-//! The `arlbook` binary: serve the notebook and the API, and run the compute API from
-//! the command line.
+//! The `arlbook` binary: serve the notebook and the API, run the compute API from the
+//! command line, and drive the code-repair agent environment.
 
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
 mod compute_cmd;
+mod env_cmd;
 mod serve;
 
 /// arlbook: an interactive notebook on reinforcement learning for LLM agents.
@@ -22,6 +23,8 @@ enum Command {
     Compute(compute_cmd::ComputeArgs),
     /// Serve the notebook and the compute API over HTTP.
     Serve(serve::ServeArgs),
+    /// The code-repair agent environment: sample tasks, run episodes, measure policies.
+    Env(env_cmd::EnvArgs),
 }
 
 fn main() -> ExitCode {
@@ -29,6 +32,7 @@ fn main() -> ExitCode {
     let outcome = match cli.command {
         Command::Compute(args) => compute_cmd::run(&args),
         Command::Serve(args) => serve::run(&args).map(|()| ExitCode::SUCCESS),
+        Command::Env(args) => env_cmd::run(&args),
     };
     match outcome {
         Ok(code) => code,

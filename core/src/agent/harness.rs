@@ -1,0 +1,290 @@
+//! The harness: builds the prompt, calls the policy, parses its action, runs the tool,
+//! appends the observation and decides whether to go on.
+//!
+//! ## Loop
+//! Before each model call the harness stops with `turn_budget` if `max_turns` calls
+//! were made, or with `token_budget` if the context has no room left. The policy may
+//! generate up to `min(max_new_tokens, room)` tokens. An action without the end token is
+//! cut off by the token budget when the room was the limit, and is a malformed call
+//! otherwise. `max_malformed` malformed calls in a row end the episode (a task rule, so
+//! it counts as terminated). `finish` grades the code on the hidden tests.
+//!
+//! ## Randomness
+//! The policy draws from stream `POLICY_STREAM + sample_id` of the episode seed; the
+//! injected executor crash draws one `bernoulli(fault_probability)` per executed
+//! `run_tests` and per grading at `finish`, from stream `FAULT_STREAM + sample_id`.
+
+use serde::{Deserialize, Serialize};
+
+use super::action::{TOOL_SPEC, ToolCall, parse_call};
+use super::env::CodeEnv;
+use super::interp::DEFAULT_STEP_LIMIT;
+use super::policy::{Generation, Policy};
+use super::record::{EndReason, EpisodeRecord, ModelCall, Span, SpanRole};
+use super::task::Task;
+use super::tokenizer::{BOS, CALL, END, OBS, TOKENIZER_VERSION, Tokenizer, tokenizer};
+use crate::rng::RandomStream;
+
+/// Stream id base of the policy's draws (the sample id is added).
+pub const POLICY_STREAM: u64 = 0x5011_0000_0000;
+/// Stream id base of the injected faults (the sample id is added).
+pub const FAULT_STREAM: u64 = 0xFA17_0000_0000;
+/// Environment version tag stored in every record.
+pub const ENV_VERSION: &str = "arlbook-code-repair-1";
+/// The observation an injected executor crash produces.
+pub const FAULT_OBSERVATION: &str = "error: the executor crashed (environment fault)";
+
+/// The harness settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HarnessConfig {
+    /// Most model calls per episode. Default 12.
+    pub max_turns: usize,
+    /// Most tokens of context a model call may see, generated tokens included.
+    /// Default 1024.
+    pub max_context_tokens: usize,
+    /// Most tokens one action may have, end token included. Default 48.
+    pub max_new_tokens: usize,
+    /// Malformed calls in a row that end the episode. Default 3.
+    pub max_malformed: usize,
+    /// Probability in `[0, 1]` that an executor run crashes. Default 0.
+    pub fault_probability: f64,
+    /// Interpreter steps per test run. Default 10000.
+    pub step_limit: u64,
+}
+
+impl Default for HarnessConfig {
+    fn default() -> Self {
+        Self {
+            max_turns: 12,
+            max_context_tokens: 1024,
+            max_new_tokens: 48,
+            max_malformed: 3,
+            fault_probability: 0.0,
+            step_limit: DEFAULT_STEP_LIMIT,
+        }
+    }
+}
+
+/// Ids that place an episode in a batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct EpisodeIds {
+    /// Group id (same task, compared within the group).
+    pub group_id: u64,
+    /// Sample id within the group.
+    pub sample_id: u64,
+}
+
+/// The first context's text: the request, the spec and the tool list.
+pub fn prompt_text(task: &Task) -> String {
+    format!(
+        "task: fix {} so that all tests pass.\nspec: {}\n{TOOL_SPEC}",
+        task.function, task.spec
+    )
+}
+
+struct Transcript<'a> {
+    tokenizer: &'a Tokenizer,
+    tokens: Vec<u32>,
+    spans: Vec<Span>,
+}
+
+impl Transcript<'_> {
+    fn push(&mut self, role: SpanRole, ids: &[u32]) {
+        let start = self.tokens.len();
+        self.tokens.extend_from_slice(ids);
+        self.spans.push(Span {
+            role,
+            start,
+            end: self.tokens.len(),
+        });
+    }
+
+    fn observation_ids(&self, text: &str) -> Vec<u32> {
+        let mut ids = vec![OBS];
+        ids.extend(self.tokenizer.encode(text));
+        ids.push(CALL);
+        ids
+    }
+}
+
+/// What the harness does with one parsed call.
+enum Step {
+    Continue(String),
+    End(EndReason, String),
+}
+
+fn execute(env: &mut CodeEnv, call: &ToolCall, crashed: bool) -> Step {
+    if crashed {
+        return Step::End(EndReason::EnvFault, FAULT_OBSERVATION.to_owned());
+    }
+    match call {
+        ToolCall::RunTests => Step::Continue(env.run_tests()),
+        ToolCall::ReadCode => Step::Continue(env.read_code()),
+        ToolCall::WriteCode { line, text, mode } => {
+            Step::Continue(env.write_code(*line, text, *mode).unwrap_or_else(|e| e))
+        }
+        ToolCall::Finish => Step::End(EndReason::Finish, String::new()),
+    }
+}
+
+/// A generation cut to its first end token and the limit, decoded and parsed.
+struct Action {
+    generated: Vec<u32>,
+    logprobs: Vec<f64>,
+    text: String,
+    has_end: bool,
+    parsed: Result<ToolCall, String>,
+}
+
+fn read_action(generation: Generation, limit: usize) -> Action {
+    let tokenizer = tokenizer();
+    // Keep exactly what the policy produced, up to its first end token and the limit.
+    let mut generated: Vec<u32> = generation.tokens.into_iter().take(limit).collect();
+    if let Some(end) = generated.iter().position(|&t| t == END) {
+        generated.truncate(end + 1);
+    }
+    let mut logprobs = generation.logprobs;
+    logprobs.resize(generated.len(), 0.0);
+    let text_ids: Vec<u32> = generated
+        .iter()
+        .copied()
+        .take_while(|&t| t != END)
+        .collect();
+    let text = tokenizer.decode(&text_ids);
+    let has_end = generated.last() == Some(&END);
+    let parsed = if !has_end {
+        Err(format!(
+            "malformed call: no end token within {limit} tokens"
+        ))
+    } else if text_ids.iter().any(|&t| Tokenizer::is_special(t)) {
+        Err("malformed call: special token inside the action".to_owned())
+    } else {
+        parse_call(&text)
+    };
+    Action {
+        generated,
+        logprobs,
+        text,
+        has_end,
+        parsed,
+    }
+}
+
+/// Runs one episode of `policy` on `task` and returns its record.
+pub fn run_episode(
+    task: &Task,
+    policy: &mut dyn Policy,
+    config: &HarnessConfig,
+    ids: EpisodeIds,
+    seed: u64,
+) -> EpisodeRecord {
+    let tokenizer = tokenizer();
+    let mut policy_rng = RandomStream::new(seed, POLICY_STREAM + ids.sample_id);
+    let mut fault_rng = RandomStream::new(seed, FAULT_STREAM + ids.sample_id);
+    let mut env = CodeEnv::new(task.clone(), config.step_limit);
+    let mut transcript = Transcript {
+        tokenizer,
+        tokens: Vec::new(),
+        spans: Vec::new(),
+    };
+    let mut prompt = vec![BOS];
+    prompt.extend(tokenizer.encode(&prompt_text(task)));
+    prompt.push(CALL);
+    transcript.push(SpanRole::Prompt, &prompt);
+
+    let mut calls: Vec<ModelCall> = Vec::new();
+    let mut potentials = vec![env.visible_pass_fraction()];
+    let mut malformed_in_a_row = 0;
+    let mut reward = 0.0;
+    let end_reason = loop {
+        if calls.len() >= config.max_turns {
+            break EndReason::TurnBudget;
+        }
+        let room = config
+            .max_context_tokens
+            .saturating_sub(transcript.tokens.len());
+        if room == 0 {
+            break EndReason::TokenBudget;
+        }
+        let limit = config.max_new_tokens.min(room);
+        let context_ids = transcript.tokens.clone();
+        let generation = policy.next_tokens(&context_ids, limit, &mut policy_rng);
+        let action = read_action(generation, limit);
+        transcript.push(SpanRole::Action, &action.generated);
+        let has_end = action.has_end;
+        let parsed = action.parsed;
+        let mut call_record = ModelCall {
+            context_ids,
+            generated_ids: action.generated,
+            behaviour_logprobs: action.logprobs,
+            action_text: action.text,
+            call: parsed.as_ref().ok().cloned(),
+            parse_error: parsed.as_ref().err().cloned(),
+            observation_ids: Vec::new(),
+            observation_text: String::new(),
+            env_fault: false,
+        };
+        let step = match &parsed {
+            Err(_) if !has_end && limit < config.max_new_tokens => {
+                Step::End(EndReason::TokenBudget, String::new())
+            }
+            Err(message) => {
+                malformed_in_a_row += 1;
+                if malformed_in_a_row >= config.max_malformed {
+                    Step::End(EndReason::MalformedLimit, message.clone())
+                } else {
+                    Step::Continue(message.clone())
+                }
+            }
+            Ok(call) => {
+                malformed_in_a_row = 0;
+                let uses_executor = matches!(call, ToolCall::RunTests | ToolCall::Finish);
+                let crashed = uses_executor && fault_rng.bernoulli(config.fault_probability);
+                execute(&mut env, call, crashed)
+            }
+        };
+        let (observation, ended) = match step {
+            Step::Continue(text) => (text, None),
+            Step::End(reason, text) => (text, Some(reason)),
+        };
+        if ended == Some(EndReason::EnvFault) {
+            call_record.env_fault = true;
+        }
+        if ended == Some(EndReason::Finish) && env.passes_hidden_tests() {
+            reward = 1.0;
+        }
+        if !observation.is_empty() {
+            let obs_ids = transcript.observation_ids(&observation);
+            transcript.push(SpanRole::Observation, &obs_ids);
+            call_record.observation_ids = obs_ids;
+            call_record.observation_text = observation;
+        }
+        calls.push(call_record);
+        potentials.push(env.visible_pass_fraction());
+        if let Some(reason) = ended {
+            break reason;
+        }
+    };
+    EpisodeRecord {
+        task_id: task.id.clone(),
+        family: task.family.clone(),
+        split: task.split,
+        group_id: ids.group_id,
+        sample_id: ids.sample_id,
+        seed,
+        policy: policy.info(),
+        harness: config.clone(),
+        tokenizer: TOKENIZER_VERSION.to_owned(),
+        env_version: ENV_VERSION.to_owned(),
+        tokens: transcript.tokens,
+        spans: transcript.spans,
+        calls,
+        end_reason,
+        terminated: end_reason.is_terminated(),
+        truncated: end_reason.is_truncated(),
+        env_fault: end_reason == EndReason::EnvFault,
+        reward,
+        visible_pass_fraction: potentials,
+    }
+}

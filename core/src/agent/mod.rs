@@ -1,0 +1,52 @@
+//! The code-repair environment: a seeded world of small buggy functions, the tools an
+//! agent repairs them with, the harness loop and the token-level trajectory record.
+//!
+//! It generalises the article's running example (fix `findMax`, whose candidate
+//! maximum starts at 0, using `run_tests`, `read_code`, `write_code` and `finish`):
+//!
+//! - [`lang`], [`program`] and [`interp`]: a tiny line-oriented language over integer
+//!   lists, its block structure, and a step-limited interpreter whose failures are
+//!   observations, not panics.
+//! - [`templates`] and [`task`]: ten function templates, five bug kinds, a seeded task
+//!   generator and train / validation / test splits by problem family.
+//! - [`tokenizer`] and [`action`]: a fixed vocabulary of 408 tokens and the call
+//!   syntax the policy emits.
+//! - [`env`], [`harness`]: the tools and the loop with turn and token budgets,
+//!   termination vs truncation, and injected environment faults.
+//! - [`record`], [`batch`], [`reward`], [`stats`]: the token-in / token-out record, the
+//!   padded `[N, S]` arrays with the shifted loss mask, per-turn reward schemes for the
+//!   shaping figure, and summary statistics.
+//! - [`policy`]: the trait the learned policy implements, a scripted teacher and a
+//!   uniform-random baseline.
+//!
+//! ## Design
+//! - Compiles for wasm32: no processes, threads, files or clocks; every random choice
+//!   goes through [`crate::rng::RandomStream`] with documented stream ids, so a seed
+//!   gives the same task and the same episode everywhere.
+//! - Tool results, malformed calls and broken programs are observations the policy
+//!   reads; nothing the policy does can panic the harness or hang the interpreter.
+
+pub mod action;
+pub mod batch;
+pub mod env;
+pub mod harness;
+pub mod interp;
+pub mod lang;
+pub mod policy;
+pub mod program;
+pub mod record;
+pub mod reward;
+pub mod stats;
+pub mod task;
+pub mod templates;
+pub mod tokenizer;
+
+pub use action::{EditMode, ToolCall, parse_call};
+pub use batch::{PaddedBatch, pad_records};
+pub use harness::{EpisodeIds, HarnessConfig, run_episode};
+pub use policy::{Generation, Policy, PolicyInfo, SamplingSettings, Teacher, UniformRandom};
+pub use record::{EndReason, EpisodeRecord, ModelCall, Span, SpanRole};
+pub use reward::{RewardScheme, turn_rewards};
+pub use stats::EpisodeStats;
+pub use task::{Split, Task, TestCase, article_example, generate_task};
+pub use tokenizer::{Tokenizer, tokenizer};

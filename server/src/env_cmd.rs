@@ -1,0 +1,345 @@
+//! `arlbook env`: sample tasks of the code-repair environment, run episodes and
+//! measure policies on a split.
+//!
+//! - `env sample --split test --seed 7` prints a task (its code and tests).
+//! - `env run --policy teacher --seed 7 [--json]` prints one episode as a two-column
+//!   transcript (what the model emitted, what the harness returned) or its full record.
+//! - `env stats --split train --n 1000 --policy random` prints success rate, mean
+//!   turns and tokens, and the end reasons.
+
+use anyhow::bail;
+use arlbook_core::agent::env::listing;
+use arlbook_core::agent::{
+    EpisodeIds, EpisodeRecord, EpisodeStats, HarnessConfig, Policy, SpanRole, Split, Task, Teacher,
+    UniformRandom, article_example, generate_task, run_episode,
+};
+use clap::{Args, Subcommand, ValueEnum};
+
+/// Arguments of `arlbook env`.
+#[derive(Debug, Args)]
+pub struct EnvArgs {
+    #[command(subcommand)]
+    command: EnvCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum EnvCommand {
+    /// Print one task: spec, buggy code, visible and hidden tests.
+    Sample(SampleArgs),
+    /// Run one episode and print its transcript (or its record with --json).
+    Run(RunArgs),
+    /// Run many episodes and print summary statistics.
+    Stats(StatsArgs),
+}
+
+/// Which task to draw.
+#[derive(Debug, Args)]
+struct TaskArgs {
+    /// The split to draw from: train, validation or test.
+    #[arg(long, default_value = "train", value_parser = parse_split)]
+    split: Split,
+    /// The task seed.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Use the article's findMax example instead of a generated task.
+    #[arg(long)]
+    example: bool,
+}
+
+impl TaskArgs {
+    fn task(&self) -> Task {
+        if self.example {
+            article_example()
+        } else {
+            generate_task(self.split, self.seed)
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+struct SampleArgs {
+    #[command(flatten)]
+    task: TaskArgs,
+    /// Print the task as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Harness settings on the command line.
+#[derive(Debug, Args)]
+struct HarnessArgs {
+    /// The policy that acts.
+    #[arg(long, value_enum, default_value_t = PolicyKind::Teacher)]
+    policy: PolicyKind,
+    /// Most model calls per episode.
+    #[arg(long, default_value_t = 12)]
+    max_turns: usize,
+    /// Most tokens of context a model call may see.
+    #[arg(long, default_value_t = 1024)]
+    max_tokens: usize,
+    /// Probability that an executor run crashes (an injected environment fault).
+    #[arg(long, default_value_t = 0.0)]
+    fault_prob: f64,
+}
+
+impl HarnessArgs {
+    fn config(&self) -> anyhow::Result<HarnessConfig> {
+        if !(0.0..=1.0).contains(&self.fault_prob) {
+            bail!("--fault-prob must be in [0, 1], got {}", self.fault_prob);
+        }
+        Ok(HarnessConfig {
+            max_turns: self.max_turns,
+            max_context_tokens: self.max_tokens,
+            fault_probability: self.fault_prob,
+            ..HarnessConfig::default()
+        })
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum PolicyKind {
+    /// The scripted teacher (knows the reference code).
+    Teacher,
+    /// Uniformly random tokens.
+    Random,
+}
+
+#[derive(Debug, Args)]
+struct RunArgs {
+    #[command(flatten)]
+    task: TaskArgs,
+    #[command(flatten)]
+    harness: HarnessArgs,
+    /// Sample id within the group (changes the policy's and the faults' random stream).
+    #[arg(long, default_value_t = 0)]
+    sample_id: u64,
+    /// Print the full record as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+struct StatsArgs {
+    /// The split to draw from: train, validation or test.
+    #[arg(long, default_value = "train", value_parser = parse_split)]
+    split: Split,
+    /// Number of episodes (task seeds seed..seed+n).
+    #[arg(long, default_value_t = 1000)]
+    n: u64,
+    /// First task seed.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    #[command(flatten)]
+    harness: HarnessArgs,
+    /// Print the statistics as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+fn parse_split(text: &str) -> Result<Split, String> {
+    Split::parse(text).ok_or_else(|| format!("unknown split '{text}' (train, validation, test)"))
+}
+
+/// Runs `arlbook env ...`.
+pub fn run(args: &EnvArgs) -> anyhow::Result<std::process::ExitCode> {
+    match &args.command {
+        EnvCommand::Sample(a) => sample(a)?,
+        EnvCommand::Run(a) => run_one(a)?,
+        EnvCommand::Stats(a) => stats(a)?,
+    }
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
+fn sample(args: &SampleArgs) -> anyhow::Result<()> {
+    let task = args.task.task();
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&task)?);
+        return Ok(());
+    }
+    println!(
+        "task {}  family {}  layout {}",
+        task.id, task.family, task.layout
+    );
+    println!("spec: {}", task.spec);
+    println!("bug on line {} ({})\n", task.bug_line, task.bug.name());
+    println!("{}\n", listing(&task.buggy_code));
+    for (label, cases) in [
+        ("visible", &task.visible_tests),
+        ("hidden", &task.hidden_tests),
+    ] {
+        println!("{label} tests:");
+        for case in cases {
+            let input: Vec<String> = case.input.iter().map(i64::to_string).collect();
+            println!(
+                "  {}([{}]) -> {}",
+                task.function,
+                input.join(", "),
+                case.expected
+            );
+        }
+    }
+    Ok(())
+}
+
+fn episode(
+    task: &Task,
+    kind: PolicyKind,
+    config: &HarnessConfig,
+    ids: EpisodeIds,
+    seed: u64,
+) -> EpisodeRecord {
+    let mut teacher;
+    let mut random = UniformRandom;
+    let policy: &mut dyn Policy = match kind {
+        PolicyKind::Teacher => {
+            teacher = Teacher::new(task);
+            &mut teacher
+        }
+        PolicyKind::Random => &mut random,
+    };
+    run_episode(task, policy, config, ids, seed)
+}
+
+fn run_one(args: &RunArgs) -> anyhow::Result<()> {
+    let task = args.task.task();
+    let config = args.harness.config()?;
+    let ids = EpisodeIds {
+        group_id: args.task.seed,
+        sample_id: args.sample_id,
+    };
+    let record = episode(&task, args.harness.policy, &config, ids, args.task.seed);
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&record)?);
+    } else {
+        print_transcript(&task, &record);
+    }
+    Ok(())
+}
+
+const MODEL_WIDTH: usize = 44;
+
+/// Shows control characters and cuts long model output so the columns stay aligned.
+fn model_cell(text: &str) -> String {
+    let flat = text.replace('\n', "\\n");
+    if flat.chars().count() > MODEL_WIDTH {
+        let cut: String = flat.chars().take(MODEL_WIDTH - 3).collect();
+        format!("{cut}...")
+    } else {
+        flat
+    }
+}
+
+fn print_transcript(task: &Task, record: &EpisodeRecord) {
+    println!(
+        "task {}  family {}  policy {}",
+        task.id, task.family, record.policy.name
+    );
+    println!(
+        "request: fix {} so that all tests pass ({})\n",
+        task.function, task.spec
+    );
+    println!(
+        "{:>4} | {:<MODEL_WIDTH$} | harness (tool result)",
+        "turn", "model (action)"
+    );
+    println!(
+        "{}-+-{}-+-{}",
+        "-".repeat(4),
+        "-".repeat(MODEL_WIDTH),
+        "-".repeat(40)
+    );
+    for (turn, call) in record.calls.iter().enumerate() {
+        let mut rows = call.observation_text.lines();
+        let first = rows.next().unwrap_or(if call.call.is_some() {
+            "(episode ends)"
+        } else {
+            ""
+        });
+        println!(
+            "{:>4} | {:<MODEL_WIDTH$} | {first}",
+            turn + 1,
+            model_cell(&call.action_text)
+        );
+        for row in rows {
+            println!("{:>4} | {:<MODEL_WIDTH$} | {row}", "", "");
+        }
+    }
+    let count = |role: SpanRole| -> usize {
+        record
+            .spans
+            .iter()
+            .filter(|s| s.role == role)
+            .map(|s| s.end - s.start)
+            .sum()
+    };
+    println!(
+        "\nend: {} (terminated {}, truncated {}, env fault {})  reward {}",
+        record.end_reason.name(),
+        record.terminated,
+        record.truncated,
+        record.env_fault,
+        record.reward
+    );
+    println!(
+        "tokens: {} in all = prompt {} + generated {} + observation {}",
+        record.tokens.len(),
+        count(SpanRole::Prompt),
+        count(SpanRole::Action),
+        count(SpanRole::Observation)
+    );
+}
+
+fn stats(args: &StatsArgs) -> anyhow::Result<()> {
+    let config = args.harness.config()?;
+    let mut stats = EpisodeStats::default();
+    for seed in args.seed..args.seed.saturating_add(args.n) {
+        let task = generate_task(args.split, seed);
+        let ids = EpisodeIds {
+            group_id: seed,
+            sample_id: 0,
+        };
+        stats.add(&episode(&task, args.harness.policy, &config, ids, seed));
+    }
+    if args.json {
+        let mut value = serde_json::to_value(&stats)?;
+        if let Some(object) = value.as_object_mut() {
+            object.insert("success_rate".into(), stats.success_rate().into());
+            object.insert("mean_turns".into(), stats.mean_turns().into());
+            object.insert("mean_tokens".into(), stats.mean_tokens().into());
+            object.insert(
+                "mean_generated_tokens".into(),
+                stats.mean_generated_tokens().into(),
+            );
+        }
+        println!("{}", serde_json::to_string_pretty(&value)?);
+        return Ok(());
+    }
+    println!(
+        "split {}  policy {:?}  episodes {}",
+        args.split.name(),
+        args.harness.policy,
+        stats.episodes
+    );
+    println!(
+        "success rate {:.4} ({} / {}); without env faults {:.4}",
+        stats.success_rate(),
+        stats.successes,
+        stats.episodes,
+        stats.success_rate_without_faults()
+    );
+    println!(
+        "mean turns {:.2}  mean tokens {:.1} (max {})  mean generated tokens {:.1}",
+        stats.mean_turns(),
+        stats.mean_tokens(),
+        stats.max_tokens,
+        stats.mean_generated_tokens()
+    );
+    println!(
+        "terminated {}  truncated {}  env faults {}",
+        stats.terminated, stats.truncated, stats.env_faults
+    );
+    for (reason, count) in &stats.end_reasons {
+        println!("  {reason}: {count}");
+    }
+    Ok(())
+}
