@@ -54,6 +54,25 @@ impl<T: Clone> Ragged<T> {
         Ok(Self { values, offsets })
     }
 
+    /// A ragged array with this one's shape holding `values` (one per entry, row after
+    /// row). Fails if the count differs.
+    pub fn with_values<U: Clone>(&self, values: Vec<U>) -> Result<Ragged<U>> {
+        if values.len() != self.values.len() {
+            return Err(FieldError::new(
+                "values",
+                format!(
+                    "has {} entries but the shape holds {}",
+                    values.len(),
+                    self.values.len()
+                ),
+            ));
+        }
+        Ok(Ragged {
+            values,
+            offsets: self.offsets.clone(),
+        })
+    }
+
     /// Appends one row.
     pub fn push_row(&mut self, row: &[T]) {
         self.values.extend_from_slice(row);

@@ -25,6 +25,12 @@ const ROUNDS: usize = 10;
 /// `2⁻²⁴`: the spacing of the 24-bit uniform grid.
 pub const UNIFORM_STEP: f32 = 1.0 / 16_777_216.0;
 
+/// The 24-bit uniform in `[0, 1)` that a random word maps to (exact in `f32`).
+#[inline]
+pub fn uniform_from_word(word: u32) -> f32 {
+    (word >> 8) as f32 * UNIFORM_STEP
+}
+
 /// The Philox4x32-10 bijection for one key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Philox4x32 {
@@ -116,10 +122,31 @@ impl RandomStream {
         word
     }
 
+    /// The next four words: identical to four calls of [`Self::next_u32`], but one
+    /// block at a time when the stream sits on a block boundary (the hot path of
+    /// samplers that draw words in fours or pairs).
+    #[inline]
+    pub fn next_block(&mut self) -> [u32; 4] {
+        if self.used == 4 {
+            let block = self
+                .generator
+                .block(Self::counter(self.stream, self.block_index));
+            self.block_index = self.block_index.wrapping_add(1);
+            block
+        } else {
+            [
+                self.next_u32(),
+                self.next_u32(),
+                self.next_u32(),
+                self.next_u32(),
+            ]
+        }
+    }
+
     /// A uniform draw on the 24-bit grid in `[0, 1)`, as `f32` (exact).
     #[inline]
     pub fn uniform_f32(&mut self) -> f32 {
-        (self.next_u32() >> 8) as f32 * UNIFORM_STEP
+        uniform_from_word(self.next_u32())
     }
 
     /// The same uniform draw as [`Self::uniform_f32`], widened to `f64` (exact).
@@ -209,6 +236,27 @@ mod tests {
         };
         assert_eq!(a, b);
         assert_ne!(a, c);
+    }
+
+    #[test]
+    fn blocks_equal_four_words_at_any_alignment() {
+        for skip in 0..6 {
+            let mut words = RandomStream::new(9, 2);
+            let mut blocks = RandomStream::new(9, 2);
+            for _ in 0..skip {
+                words.next_u32();
+                blocks.next_u32();
+            }
+            for _ in 0..5 {
+                let expected = [
+                    words.next_u32(),
+                    words.next_u32(),
+                    words.next_u32(),
+                    words.next_u32(),
+                ];
+                assert_eq!(blocks.next_block(), expected, "skip {skip}");
+            }
+        }
     }
 
     #[test]

@@ -11,10 +11,10 @@ use std::process::Command;
 use anyhow::{Context, bail};
 use serde_json::Value;
 
-use crate::cmd::{cargo, output, run, workspace_root};
+use crate::cmd::{cargo, output, workspace_root};
 
 const BANDIT_SAMPLES: &str = "10000000";
-const REPEATS: &str = "5";
+const REPEATS: &str = "10";
 
 /// Dispatches `bench <suite>`.
 pub fn run(args: &[String]) -> anyhow::Result<()> {
@@ -30,7 +30,7 @@ fn ensure_numpy(python: &str) -> anyhow::Result<()> {
         .output()
         .is_ok_and(|o| o.status.success());
     if !has_numpy {
-        run(Command::new(python).args(["-m", "pip", "install", "--quiet", "numpy"]))?;
+        crate::cmd::run(Command::new(python).args(["-m", "pip", "install", "--quiet", "numpy"]))?;
     }
     Ok(())
 }

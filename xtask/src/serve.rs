@@ -1,6 +1,6 @@
 //! `cargo xtask serve`: build the notebook, then run `arlbook serve` on it.
 
-use crate::cmd::{cargo, run};
+use crate::cmd::cargo;
 use crate::web;
 
 /// Builds the web bundle and starts the server (it prints the URL).
@@ -12,5 +12,5 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
     serve.arg(&dist);
     // Pass the server's own options through (--addr, --data, --allow-remote).
     serve.args(args.iter().filter(|a| a.as_str() != "--dev"));
-    run(&mut serve)
+    crate::cmd::run(&mut serve)
 }

@@ -114,6 +114,7 @@ impl SurrogatePoint {
 
 /// Evaluates the clipped surrogate at one `(rho, A)`; inputs are assumed valid
 /// (finite, `rho >= 0`, widths checked by [`ClipWidths::validate`]).
+#[inline]
 pub fn surrogate_point(ratio: f64, advantage: f64, widths: &ClipWidths) -> SurrogatePoint {
     let side = if advantage > 0.0 && ratio > widths.ratio_high() {
         ClipSide::ClippedHigh

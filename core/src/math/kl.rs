@@ -48,6 +48,7 @@ pub struct KlPoint {
 }
 
 /// Evaluates `estimator` at one token; `clamp` applies verl's `k3` clamps.
+#[inline]
 pub fn kl_point(logp: f64, logp_ref: f64, estimator: KlEstimator, clamp: bool) -> KlPoint {
     let x = logp - logp_ref;
     match estimator {
@@ -68,8 +69,10 @@ pub fn kl_point(logp: f64, logp_ref: f64, estimator: KlEstimator, clamp: bool) -
             } else {
                 (y, false)
             };
-            let value = y.exp_m1() - y;
-            let slope = if y_clamped { 0.0 } else { 1.0 - y.exp() };
+            // One transcendental call serves both: e^y - 1 is the slope's negative.
+            let exp_m1 = crate::math::fast_exp::exp_m1(y);
+            let value = exp_m1 - y;
+            let slope = if y_clamped { 0.0 } else { -exp_m1 };
             if clamp && value.abs() > VALUE_CLAMP {
                 KlPoint {
                     value: value.clamp(-VALUE_CLAMP, VALUE_CLAMP),

@@ -10,6 +10,7 @@ pub mod budget;
 pub mod clip;
 pub mod distill;
 pub mod eval;
+pub mod fast_exp;
 pub mod gae;
 pub mod importance;
 pub mod kl;

@@ -55,6 +55,7 @@ use serde::{Deserialize, Serialize};
 use crate::Ragged;
 use crate::error::{FieldError, Result, check};
 use crate::math::clip::{ClipWidths, surrogate_point};
+use crate::math::fast_exp::exp_of_difference;
 use crate::math::kl::{KlEstimator, kl_point};
 use crate::math::reduction::{Reduction, row_weights, weighted_sum};
 
@@ -248,6 +249,7 @@ struct TokenTerm {
     d_loss_d_logp: f64,
 }
 
+#[inline]
 fn token_term(ratio: f64, advantage: f64, logp: f64, config: &PolicyLossConfig) -> TokenTerm {
     let widths = &config.clip;
     match config.objective {
@@ -283,69 +285,81 @@ fn token_term(ratio: f64, advantage: f64, logp: f64, config: &PolicyLossConfig) 
 
 /// The ratio of every token: `exp(logp - logp_old)` or the sequence's geometric mean.
 fn ratios(logp: &Ragged<f64>, logp_old: &Ragged<f64>, level: RatioLevel) -> Result<Ragged<f64>> {
-    let mut out = Ragged::default();
-    for (i, (row, old)) in logp.iter_rows().zip(logp_old.iter_rows()).enumerate() {
-        let log_ratio: Vec<f64> = row.iter().zip(old).map(|(a, b)| a - b).collect();
-        let values: Vec<f64> = match level {
-            RatioLevel::Token => log_ratio.iter().map(|x| x.exp()).collect(),
-            RatioLevel::Sequence if row.is_empty() => Vec::new(),
-            RatioLevel::Sequence => {
-                let mean = log_ratio.iter().sum::<f64>() / row.len() as f64;
-                vec![mean.exp(); row.len()]
-            }
-        };
-        if let Some(k) = values.iter().position(|v| !v.is_finite()) {
-            return Err(FieldError::new(
-                format!("logp[{i}][{k}]"),
-                "exp(logp - old_logp) overflows f64; the policies are too far apart",
-            ));
-        }
-        out.push_row(&values);
+    let mut values = Vec::with_capacity(logp.total_len());
+    match level {
+        RatioLevel::Token => exp_of_difference(logp.flat(), logp_old.flat(), &mut values),
+        RatioLevel::Sequence => sequence_ratios(logp, logp_old, &mut values),
     }
-    Ok(out)
+    if let Some(flat) = values.iter().position(|v| !v.is_finite()) {
+        let i = logp.offsets().partition_point(|&o| o <= flat) - 1;
+        let k = flat - logp.offsets()[i];
+        return Err(FieldError::new(
+            format!("logp[{i}][{k}]"),
+            "exp(logp - old_logp) overflows f64; the policies are too far apart",
+        ));
+    }
+    logp.with_values(values)
+}
+
+/// GSPO's sequence ratio `exp(mean_k (logp - logp_old))`, repeated on every token.
+fn sequence_ratios(logp: &Ragged<f64>, logp_old: &Ragged<f64>, values: &mut Vec<f64>) {
+    for (row, old) in logp.iter_rows().zip(logp_old.iter_rows()) {
+        if !row.is_empty() {
+            {
+                let log_ratio_sum: f64 = row.iter().zip(old).map(|(a, b)| a - b).sum();
+                let ratio = (log_ratio_sum / row.len() as f64).exp();
+                values.extend(std::iter::repeat_n(ratio, row.len()));
+            }
+        }
+    }
 }
 
 /// Computes the policy loss, its reduction weights, clip statistics and gradient.
+///
+/// One pass over the tokens into preallocated flat buffers: this runs on every slider
+/// move in the notebook and on every batch of the trainer.
 pub fn policy_loss(input: &PolicyLossInput<'_>, config: &PolicyLossConfig) -> Result<PolicyLoss> {
     validate(input, config)?;
     let lengths = input.logp.lengths();
     let weights = row_weights(&lengths, config.reduction, config.constant)?;
     let ratio = ratios(input.logp, input.logp_old, config.ratio_level)?;
 
-    let mut pg_rows = Ragged::default();
-    let mut kl_rows = Ragged::default();
-    let mut gradient = Ragged::default();
+    let tokens_total = ratio.total_len();
+    let mut pg = Vec::with_capacity(tokens_total);
+    let mut kl = Vec::with_capacity(tokens_total);
+    let mut grad = Vec::with_capacity(tokens_total);
+    let (ratio_low, ratio_high) = (config.clip.ratio_low(), config.clip.ratio_high());
     let (mut low, mut high, mut dual) = (0usize, 0usize, 0usize);
-    for i in 0..lengths.len() {
-        let logp = input.logp.row(i);
-        let q = ratio.row(i);
-        let mut pg = Vec::with_capacity(logp.len());
-        let mut kl = Vec::with_capacity(logp.len());
-        let mut grad = Vec::with_capacity(logp.len());
+    let offsets = input.logp.offsets();
+    for (i, &weight) in weights.iter().enumerate() {
+        let span = offsets[i]..offsets[i + 1];
+        let logp = &input.logp.flat()[span.clone()];
+        let q = &ratio.flat()[span.clone()];
+        let logp_ref = input.logp_ref.map(|r| &r.flat()[span.clone()]);
         for k in 0..logp.len() {
             let advantage = match input.advantages {
                 TokenAdvantages::PerSequence(a) => a[i],
-                TokenAdvantages::PerToken(a) => a.row(i)[k],
+                TokenAdvantages::PerToken(a) => a.flat()[span.start + k],
             };
             let term = token_term(q[k], advantage, logp[k], config);
-            let kl_term = input.logp_ref.map_or(
+            let kl_term = logp_ref.map_or(
                 crate::math::kl::KlPoint {
                     value: 0.0,
                     d_value_d_logp: 0.0,
                 },
-                |r| kl_point(logp[k], r.row(i)[k], config.kl_estimator, config.kl_clamp),
+                |r| kl_point(logp[k], r[k], config.kl_estimator, config.kl_clamp),
             );
             pg.push(term.loss);
             kl.push(kl_term.value);
-            grad.push(weights[i] * (term.d_loss_d_logp + config.beta * kl_term.d_value_d_logp));
-            low += usize::from(advantage < 0.0 && q[k] < config.clip.ratio_low());
-            high += usize::from(advantage > 0.0 && q[k] > config.clip.ratio_high());
+            grad.push(weight * (term.d_loss_d_logp + config.beta * kl_term.d_value_d_logp));
+            low += usize::from(advantage < 0.0 && q[k] < ratio_low);
+            high += usize::from(advantage > 0.0 && q[k] > ratio_high);
             dual += usize::from(advantage < 0.0 && config.clip.dual_clip.is_some_and(|c| q[k] > c));
         }
-        pg_rows.push_row(&pg);
-        kl_rows.push_row(&kl);
-        gradient.push_row(&grad);
     }
+    let pg_rows = input.logp.with_values(pg)?;
+    let kl_rows = input.logp.with_values(kl)?;
+    let gradient = input.logp.with_values(grad)?;
 
     let pg_loss = weighted_sum(&pg_rows, &weights);
     let kl = weighted_sum(&kl_rows, &weights);

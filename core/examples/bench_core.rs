@@ -1,0 +1,142 @@
+//! The Rust side of `cargo xtask bench core` (see `bench/numpy_core.py` for numpy's).
+//!
+//! Usage: `bench_core DATA_FILE BANDIT_SAMPLES REPEATS`. Writes the policy-loss inputs
+//! to `DATA_FILE` (little-endian: header, lengths, advantages, `logp`, `logp_old`,
+//! `logp_ref`) so numpy computes on the same numbers, then prints one JSON line per
+//! workload with the best wall time per call over `REPEATS` calls.
+
+use std::io::Write;
+use std::time::Instant;
+
+use arlbook_core::Ragged;
+use arlbook_core::math::bandit::{Baseline, TwoArmed, sample_estimates};
+use arlbook_core::math::clip::ClipWidths;
+use arlbook_core::math::kl::KlEstimator;
+use arlbook_core::math::policy_loss::{
+    PolicyLossConfig, PolicyLossInput, TokenAdvantages, policy_loss,
+};
+use arlbook_core::math::reduction::Reduction;
+use arlbook_core::rng::RandomStream;
+
+const SEQUENCES: usize = 4096;
+const EPS_LOW: f64 = 0.2;
+const EPS_HIGH: f64 = 0.28;
+const BETA: f64 = 0.04;
+
+fn best_of<T>(repeats: usize, mut f: impl FnMut() -> T) -> (f64, T) {
+    let mut best = f64::INFINITY;
+    let mut value = f();
+    for _ in 0..repeats {
+        let start = Instant::now();
+        value = f();
+        best = best.min(start.elapsed().as_secs_f64());
+    }
+    (best, value)
+}
+
+struct PolicyData {
+    lengths: Vec<usize>,
+    advantages: Vec<f64>,
+    logp: Ragged<f64>,
+    logp_old: Ragged<f64>,
+    logp_ref: Ragged<f64>,
+}
+
+/// 4,096 ragged sequences of 1..=511 tokens (about a million in all).
+fn make_policy_data() -> PolicyData {
+    let mut rng = RandomStream::new(2024, 0);
+    let lengths: Vec<usize> = (0..SEQUENCES)
+        .map(|_| 1 + rng.below(511) as usize)
+        .collect();
+    let total: usize = lengths.iter().sum();
+    let advantages: Vec<f64> = (0..SEQUENCES).map(|_| 2.0 * rng.uniform() - 1.0).collect();
+    let mut logp = Vec::with_capacity(total);
+    let mut logp_old = Vec::with_capacity(total);
+    let mut logp_ref = Vec::with_capacity(total);
+    for _ in 0..total {
+        // Log-probabilities stay below -0.3 so the perturbed ones remain <= 0.
+        let old = -0.3 - 4.0 * rng.uniform_open_low();
+        logp_old.push(old);
+        logp.push(old + 0.6 * (rng.uniform() - 0.5));
+        logp_ref.push(old + 0.4 * (rng.uniform() - 0.5));
+    }
+    let ragged = |v: Vec<f64>| Ragged::from_flat(v, &lengths).expect("lengths add up");
+    PolicyData {
+        advantages,
+        logp: ragged(logp),
+        logp_old: ragged(logp_old),
+        logp_ref: ragged(logp_ref),
+        lengths,
+    }
+}
+
+fn write_policy_data(path: &str, data: &PolicyData) -> std::io::Result<()> {
+    let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
+    out.write_all(&(data.lengths.len() as i64).to_le_bytes())?;
+    out.write_all(&(data.logp.total_len() as i64).to_le_bytes())?;
+    for x in [EPS_LOW, EPS_HIGH, BETA, 0.0] {
+        out.write_all(&x.to_le_bytes())?;
+    }
+    for &len in &data.lengths {
+        out.write_all(&(len as i64).to_le_bytes())?;
+    }
+    for values in [
+        &data.advantages[..],
+        data.logp.flat(),
+        data.logp_old.flat(),
+        data.logp_ref.flat(),
+    ] {
+        for x in values {
+            out.write_all(&x.to_le_bytes())?;
+        }
+    }
+    out.flush()
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().collect();
+    let [_, path, samples, repeats] = args.as_slice() else {
+        return Err("usage: bench_core DATA_FILE BANDIT_SAMPLES REPEATS".into());
+    };
+    let samples: usize = samples.parse()?;
+    let repeats: usize = repeats.parse()?;
+
+    let data = make_policy_data();
+    write_policy_data(path, &data)?;
+    let config = PolicyLossConfig {
+        clip: ClipWidths {
+            eps_low: EPS_LOW,
+            eps_high: EPS_HIGH,
+            dual_clip: None,
+        },
+        reduction: Reduction::TokenMean,
+        beta: BETA,
+        kl_estimator: KlEstimator::K3,
+        ..PolicyLossConfig::default()
+    };
+    let input = PolicyLossInput {
+        logp: &data.logp,
+        logp_old: &data.logp_old,
+        logp_ref: Some(&data.logp_ref),
+        advantages: TokenAdvantages::PerSequence(&data.advantages),
+    };
+    let (seconds, result) = best_of(repeats, || policy_loss(&input, &config));
+    let result = result?;
+    println!(
+        "{{\"name\":\"policy-loss\",\"size\":{},\"seconds\":{seconds},\"value\":{},\"clip_low\":{},\"clip_high\":{}}}",
+        data.logp.total_len(),
+        result.loss,
+        result.clip_fraction.low,
+        result.clip_fraction.high
+    );
+
+    let bandit = TwoArmed::new(0.5, 0.75, 0.35)?;
+    let (seconds, estimates) = best_of(repeats, || {
+        sample_estimates(&bandit, Baseline::LeaveOneOut, 4, samples, 1, 7)
+    });
+    let estimate = estimates?.first().copied().unwrap_or(f64::NAN);
+    println!(
+        "{{\"name\":\"bandit\",\"size\":{samples},\"seconds\":{seconds},\"value\":{estimate}}}"
+    );
+    Ok(())
+}

@@ -1,0 +1,134 @@
+//! A real `arlbook serve` on a loopback port, and a minimal HTTP/1.1 client.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use crate::cli::arlbook_bin;
+
+/// A running server, killed when dropped.
+pub struct Server {
+    child: Child,
+    /// `host:port` it listens on.
+    pub addr: String,
+    _dirs: tempdir::TempDirs,
+}
+
+mod tempdir {
+    use std::path::PathBuf;
+
+    /// Scratch folders removed on drop.
+    pub struct TempDirs(pub Vec<PathBuf>);
+
+    impl Drop for TempDirs {
+        fn drop(&mut self) {
+            for dir in &self.0 {
+                let _ = std::fs::remove_dir_all(dir);
+            }
+        }
+    }
+}
+
+impl Server {
+    /// Starts `arlbook serve` on port 0 with a scratch web folder holding `index_html`.
+    ///
+    /// # Panics
+    /// If the server does not start or print its URL.
+    pub fn start(index_html: &str) -> Self {
+        let base = std::env::temp_dir().join(format!(
+            "arlbook-test-{}-{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ));
+        let web = base.join("web");
+        let data = base.join("data");
+        std::fs::create_dir_all(&web).expect("creating the scratch web folder");
+        std::fs::write(web.join("index.html"), index_html).expect("writing index.html");
+        let mut child = Command::new(arlbook_bin())
+            .args(["serve", "--addr", "127.0.0.1:0", "--web"])
+            .arg(&web)
+            .arg("--data")
+            .arg(&data)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("starting arlbook serve");
+        let stdout = child.stdout.take().expect("server stdout");
+        let mut line = String::new();
+        BufReader::new(stdout)
+            .read_line(&mut line)
+            .expect("reading the server's first line");
+        let addr = line.split("http://").nth(1).map_or_else(
+            || panic!("server printed no URL: {line:?}"),
+            |rest| rest.trim().trim_end_matches('/').to_owned(),
+        );
+        Self {
+            child,
+            addr,
+            _dirs: tempdir::TempDirs(vec![base]),
+        }
+    }
+
+    /// Sends one request and returns (status, body).
+    ///
+    /// # Panics
+    /// On a socket error or a malformed response.
+    pub fn request(&self, method: &str, path: &str, body: &[u8]) -> (u16, String) {
+        let mut stream = TcpStream::connect(&self.addr).expect("connecting to the server");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(60)))
+            .expect("setting a read timeout");
+        let head = format!(
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            self.addr,
+            body.len()
+        );
+        stream
+            .write_all(head.as_bytes())
+            .expect("writing the request head");
+        // The server may answer (413) before reading a large body; ignore a reset here.
+        let _ = stream.write_all(body);
+        let mut raw = Vec::new();
+        let _ = stream.read_to_end(&mut raw);
+        let text = String::from_utf8_lossy(&raw).into_owned();
+        let status = text
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| panic!("malformed response: {text:?}"));
+        let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+        (status, decode_chunked(body))
+    }
+}
+
+static COUNTER: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// Undoes `Transfer-Encoding: chunked` when the body looks chunked.
+fn decode_chunked(body: &str) -> String {
+    let mut out = String::new();
+    let mut rest = body;
+    loop {
+        let Some((size_line, after)) = rest.split_once("\r\n") else {
+            return body.to_owned();
+        };
+        let Ok(size) = usize::from_str_radix(size_line.trim(), 16) else {
+            return body.to_owned();
+        };
+        if size == 0 {
+            return out;
+        }
+        if after.len() < size {
+            return body.to_owned();
+        }
+        out.push_str(&after[..size]);
+        rest = after[size..].trim_start_matches("\r\n");
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
