@@ -28,23 +28,30 @@ fn reduce(x: f64) -> (f64, f64) {
     (k, r)
 }
 
-/// `e^r - 1` for `|r| <= ln 2 / 2`, as `r (1 + r/2 (1 + r/3 (1 + ...)))`: no
-/// cancellation, so the relative error stays tiny even for `r` near 0.
+/// `1/(n+1)!` for `n = 0..=13`: the coefficients of `(e^r - 1) / r`.
+const INVERSE_FACTORIALS: [f64; 14] = {
+    let mut c = [0.0; 14];
+    let mut factorial = 1.0;
+    let mut n = 0;
+    while n < 14 {
+        factorial *= (n + 1) as f64;
+        c[n] = 1.0 / factorial;
+        n += 1;
+    }
+    c
+};
+
+/// `e^r - 1` for `|r| <= ln 2 / 2`, as `r · Σ r^n/(n+1)!` by Horner's rule (multiplies
+/// only: a division per term would cost more than libm). No cancellation, so the
+/// relative error stays tiny even for `r` near 0.
 #[inline]
 fn exp_m1_reduced(r: f64) -> f64 {
-    let mut p = 1.0 + r / 14.0;
-    p = 1.0 + r / 13.0 * p;
-    p = 1.0 + r / 12.0 * p;
-    p = 1.0 + r / 11.0 * p;
-    p = 1.0 + r / 10.0 * p;
-    p = 1.0 + r / 9.0 * p;
-    p = 1.0 + r / 8.0 * p;
-    p = 1.0 + r / 7.0 * p;
-    p = 1.0 + r / 6.0 * p;
-    p = 1.0 + r / 5.0 * p;
-    p = 1.0 + r / 4.0 * p;
-    p = 1.0 + r / 3.0 * p;
-    p = 1.0 + r / 2.0 * p;
+    let mut p = INVERSE_FACTORIALS[13];
+    let mut n = 13;
+    while n > 0 {
+        n -= 1;
+        p = p * r + INVERSE_FACTORIALS[n];
+    }
     r * p
 }
 
