@@ -4,6 +4,7 @@
 //! A rejected input prints `{"error": {"field": ..., "message": ...}}` and exits with
 //! status 2, as the contract in DESIGN.md says.
 
+use crate::output::outln;
 use std::io::Read;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -55,7 +56,7 @@ pub fn run(args: &ComputeArgs) -> anyhow::Result<ExitCode> {
     if args.list {
         let width = api::ENTRIES.iter().map(|e| e.name.len()).max().unwrap_or(0);
         for entry in api::ENTRIES {
-            println!("{:width$}  {}", entry.name, entry.summary);
+            outln!("{:width$}  {}", entry.name, entry.summary);
         }
         return Ok(ExitCode::SUCCESS);
     }
@@ -114,7 +115,7 @@ fn print_json(value: &Value, pretty: bool) {
         serde_json::to_string(value)
     };
     // Serialising a `Value` cannot fail; fall back to its Display form if it ever does.
-    println!("{}", text.unwrap_or_else(|_| value.to_string()));
+    outln!("{}", text.unwrap_or_else(|_| value.to_string()));
 }
 
 fn print_error(err: &FieldError) -> ExitCode {

@@ -7,6 +7,7 @@
 //! - `env stats --split train --n 1000 --policy random` prints success rate, mean
 //!   turns and tokens, and the end reasons.
 
+use crate::output::outln;
 use anyhow::bail;
 use arlbook_core::agent::env::listing;
 use arlbook_core::agent::{
@@ -153,24 +154,26 @@ pub fn run(args: &EnvArgs) -> anyhow::Result<std::process::ExitCode> {
 fn sample(args: &SampleArgs) -> anyhow::Result<()> {
     let task = args.task.task();
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&task)?);
+        outln!("{}", serde_json::to_string_pretty(&task)?);
         return Ok(());
     }
-    println!(
+    outln!(
         "task {}  family {}  layout {}",
-        task.id, task.family, task.layout
+        task.id,
+        task.family,
+        task.layout
     );
-    println!("spec: {}", task.spec);
-    println!("bug on line {} ({})\n", task.bug_line, task.bug.name());
-    println!("{}\n", listing(&task.buggy_code));
+    outln!("spec: {}", task.spec);
+    outln!("bug on line {} ({})\n", task.bug_line, task.bug.name());
+    outln!("{}\n", listing(&task.buggy_code));
     for (label, cases) in [
         ("visible", &task.visible_tests),
         ("hidden", &task.hidden_tests),
     ] {
-        println!("{label} tests:");
+        outln!("{label} tests:");
         for case in cases {
             let input: Vec<String> = case.input.iter().map(i64::to_string).collect();
-            println!(
+            outln!(
                 "  {}([{}]) -> {}",
                 task.function,
                 input.join(", "),
@@ -209,7 +212,7 @@ fn run_one(args: &RunArgs) -> anyhow::Result<()> {
     };
     let record = episode(&task, args.harness.policy, &config, ids, args.task.seed);
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&record)?);
+        outln!("{}", serde_json::to_string_pretty(&record)?);
     } else {
         print_transcript(&task, &record);
     }
@@ -230,19 +233,23 @@ fn model_cell(text: &str) -> String {
 }
 
 fn print_transcript(task: &Task, record: &EpisodeRecord) {
-    println!(
+    outln!(
         "task {}  family {}  policy {}",
-        task.id, task.family, record.policy.name
+        task.id,
+        task.family,
+        record.policy.name
     );
-    println!(
+    outln!(
         "request: fix {} so that all tests pass ({})\n",
-        task.function, task.spec
+        task.function,
+        task.spec
     );
-    println!(
+    outln!(
         "{:>4} | {:<MODEL_WIDTH$} | harness (tool result)",
-        "turn", "model (action)"
+        "turn",
+        "model (action)"
     );
-    println!(
+    outln!(
         "{}-+-{}-+-{}",
         "-".repeat(4),
         "-".repeat(MODEL_WIDTH),
@@ -255,13 +262,13 @@ fn print_transcript(task: &Task, record: &EpisodeRecord) {
         } else {
             ""
         });
-        println!(
+        outln!(
             "{:>4} | {:<MODEL_WIDTH$} | {first}",
             turn + 1,
             model_cell(&call.action_text)
         );
         for row in rows {
-            println!("{:>4} | {:<MODEL_WIDTH$} | {row}", "", "");
+            outln!("{:>4} | {:<MODEL_WIDTH$} | {row}", "", "");
         }
     }
     let count = |role: SpanRole| -> usize {
@@ -272,7 +279,7 @@ fn print_transcript(task: &Task, record: &EpisodeRecord) {
             .map(|s| s.end - s.start)
             .sum()
     };
-    println!(
+    outln!(
         "\nend: {} (terminated {}, truncated {}, env fault {})  reward {}",
         record.end_reason.name(),
         record.terminated,
@@ -280,7 +287,7 @@ fn print_transcript(task: &Task, record: &EpisodeRecord) {
         record.env_fault,
         record.reward
     );
-    println!(
+    outln!(
         "tokens: {} in all = prompt {} + generated {} + observation {}",
         record.tokens.len(),
         count(SpanRole::Prompt),
@@ -311,35 +318,37 @@ fn stats(args: &StatsArgs) -> anyhow::Result<()> {
                 stats.mean_generated_tokens().into(),
             );
         }
-        println!("{}", serde_json::to_string_pretty(&value)?);
+        outln!("{}", serde_json::to_string_pretty(&value)?);
         return Ok(());
     }
-    println!(
+    outln!(
         "split {}  policy {:?}  episodes {}",
         args.split.name(),
         args.harness.policy,
         stats.episodes
     );
-    println!(
+    outln!(
         "success rate {:.4} ({} / {}); without env faults {:.4}",
         stats.success_rate(),
         stats.successes,
         stats.episodes,
         stats.success_rate_without_faults()
     );
-    println!(
+    outln!(
         "mean turns {:.2}  mean tokens {:.1} (max {})  mean generated tokens {:.1}",
         stats.mean_turns(),
         stats.mean_tokens(),
         stats.max_tokens,
         stats.mean_generated_tokens()
     );
-    println!(
+    outln!(
         "terminated {}  truncated {}  env faults {}",
-        stats.terminated, stats.truncated, stats.env_faults
+        stats.terminated,
+        stats.truncated,
+        stats.env_faults
     );
     for (reason, count) in &stats.end_reasons {
-        println!("  {reason}: {count}");
+        outln!("  {reason}: {count}");
     }
     Ok(())
 }

@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 
 mod compute_cmd;
 mod env_cmd;
+mod output;
 mod serve;
 
 /// arlbook: an interactive notebook on reinforcement learning for LLM agents.

@@ -11,6 +11,7 @@
 //! Loopback by default: binding another address needs `--allow-remote`. Request bodies
 //! are capped ([`MAX_BODY_BYTES`]) and every request has a deadline ([`REQUEST_TIMEOUT`]).
 
+use crate::output::outln;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -95,7 +96,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
             .await
             .with_context(|| format!("binding {}", args.addr))?;
         let local = listener.local_addr().context("reading the bound address")?;
-        println!("arlbook is serving the notebook at http://{local}/");
+        outln!("arlbook is serving the notebook at http://{local}/");
         axum::serve(listener, router(&args.web))
             .with_graceful_shutdown(async {
                 // If the signal handler cannot be installed, serve until killed.
