@@ -203,3 +203,30 @@ fn hostile_values_never_panic() {
         assert!(code == 0 || code == 2, "{}: exit {code}", entry.name);
     }
 }
+
+#[test]
+fn closed_stdout_pipe_does_not_panic() {
+    // Regression: `arlbook compute ... | head` used to panic in println!.
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(arlbook_tests::cli::arlbook_bin())
+        .args(["compute", "importance-sampling"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let request = json!({"mu": [0.2, 0.8], "pi": [0.6, 0.4], "values": [0.75, 0.35],
+                         "samples": 2, "estimates": 50_000, "seed": 1});
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(request.to_string().as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(out.status.success(), "{:?} {stderr}", out.status);
+}
