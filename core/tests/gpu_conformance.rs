@@ -21,6 +21,9 @@
 //! Without an adapter the tests skip with a printed reason, except when the `CI`
 //! environment variable is set: there a missing adapter fails.
 
+// A test crate: an unwrap that fails is a failing test, in helpers as in tests.
+#![allow(clippy::unwrap_used)]
+
 #[path = "gpu/support.rs"]
 mod support;
 

@@ -93,7 +93,7 @@ impl GpuContext {
         format!("{} ({:?})", self.info.name, self.info.backend)
     }
 
-    /// Whether the adapter is a CPU implementation (lavapipe, SwiftShader, WARP).
+    /// Whether the adapter is a CPU implementation (lavapipe, `SwiftShader`, WARP).
     pub fn is_software(&self) -> bool {
         self.info.device_type == wgpu::DeviceType::Cpu
     }

@@ -34,24 +34,12 @@ fn reshape(flat: &[f32], like: &Ragged<f64>) -> Ragged<f64> {
     out
 }
 
-/// The loss for a validated input (see [`crate::math::policy_loss::validate`]). A
-/// non-finite result (the `f32` range exceeded) is [`GpuError::TooLarge`].
-pub async fn policy_loss(
-    ctx: &GpuContext,
-    input: &PolicyLossInput<'_>,
-    config: &PolicyLossConfig,
-) -> Result<PolicyLoss, GpuError> {
+/// The kernel's input sections: log-ratio, reference log-ratio, logp, advantage (per
+/// token), then the row weights.
+fn pack_inputs(input: &PolicyLossInput<'_>, lengths: &[usize], weights: &[f64]) -> Vec<f32> {
     let logp = input.logp;
-    let rows = logp.rows();
     let tokens = logp.total_len();
-    if tokens > MAX_TOKENS || rows > u32::MAX as usize / ROW {
-        return Err(GpuError::TooLarge(format!(
-            "{tokens} tokens (the kernel takes at most {MAX_TOKENS})"
-        )));
-    }
-    let lengths = logp.lengths();
-    let weights = row_weights(&lengths, config.reduction, config.constant)
-        .map_err(|e| GpuError::TooLarge(e.to_string()))?;
+    let rows = lengths.len();
     let mut inputs: Vec<f32> = Vec::with_capacity(4 * tokens + rows);
     inputs.extend(
         logp.flat()
@@ -78,6 +66,28 @@ pub async fn policy_loss(
         TokenAdvantages::PerToken(a) => inputs.extend(a.flat().iter().map(|&v| v as f32)),
     }
     inputs.extend(weights.iter().map(|&w| w as f32));
+    inputs
+}
+
+/// The loss for a validated input (see [`crate::math::policy_loss::validate`]). A
+/// non-finite result (the `f32` range exceeded) is [`GpuError::TooLarge`].
+pub async fn policy_loss(
+    ctx: &GpuContext,
+    input: &PolicyLossInput<'_>,
+    config: &PolicyLossConfig,
+) -> Result<PolicyLoss, GpuError> {
+    let logp = input.logp;
+    let rows = logp.rows();
+    let tokens = logp.total_len();
+    if tokens > MAX_TOKENS || rows > u32::MAX as usize / ROW {
+        return Err(GpuError::TooLarge(format!(
+            "{tokens} tokens (the kernel takes at most {MAX_TOKENS})"
+        )));
+    }
+    let lengths = logp.lengths();
+    let weights = row_weights(&lengths, config.reduction, config.constant)
+        .map_err(|e| GpuError::TooLarge(e.to_string()))?;
+    let inputs = pack_inputs(input, &lengths, &weights);
     let offsets: Vec<u32> = std::iter::once(0)
         .chain(lengths.iter().scan(0u32, |end, &len| {
             *end += len as u32;

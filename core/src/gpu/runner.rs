@@ -132,7 +132,9 @@ impl Future for Mapped {
     }
 }
 
+// `Option` so native and browser builds share the call sites (the browser has no clock).
 #[cfg(not(target_arch = "wasm32"))]
+#[allow(clippy::unnecessary_wraps)]
 fn now() -> Option<std::time::Instant> {
     Some(std::time::Instant::now())
 }
@@ -163,9 +165,16 @@ fn wait(ctx: &GpuContext) -> Result<(), GpuError> {
         .map_err(|e| GpuError::Readback(e.to_string()))
 }
 
-/// Runs `job`: one submission, one mapped readback. Returns the contents of the
-/// `read_back` outputs, in slot order.
-pub(crate) async fn run(ctx: &GpuContext, job: &Job<'_>) -> Result<Vec<Vec<u8>>, GpuError> {
+/// The buffers of one run, taken from the pool.
+struct Submitted {
+    uniform: wgpu::Buffer,
+    buffers: Vec<wgpu::Buffer>,
+    staging: wgpu::Buffer,
+    /// `(offset in staging, bytes)` for each slot that is read back.
+    read_offsets: Vec<Option<(u64, u64)>>,
+}
+
+fn check_limits(ctx: &GpuContext, job: &Job<'_>) -> Result<(), GpuError> {
     let limit = ctx.max_binding_bytes();
     for slot in &job.slots {
         let bytes = match slot {
@@ -179,13 +188,15 @@ pub(crate) async fn run(ctx: &GpuContext, job: &Job<'_>) -> Result<Vec<Vec<u8>>,
             )));
         }
     }
-    let started = now();
-    let pipelines = ctx.pipelines(job.kernel);
+    Ok(())
+}
+
+/// Takes buffers from the pool and uploads the inputs.
+fn acquire(ctx: &GpuContext, job: &Job<'_>) -> Submitted {
     let storage =
         wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::COPY_SRC;
     let uniform_usage = wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST;
     let staging_usage = wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST;
-
     let mut pool = ctx.pool.lock().unwrap_or_else(PoisonError::into_inner);
     let param_bytes: Vec<u8> = job.params.iter().flat_map(|w| w.to_le_bytes()).collect();
     let uniform = pool.take(&ctx.device, uniform_usage, padded(param_bytes.len() as u64));
@@ -213,13 +224,22 @@ pub(crate) async fn run(ctx: &GpuContext, job: &Job<'_>) -> Result<Vec<Vec<u8>>,
         }
     }
     let staging = pool.take(&ctx.device, staging_usage, padded(staging_size));
-    drop(pool);
+    Submitted {
+        uniform,
+        buffers,
+        staging,
+        read_offsets,
+    }
+}
 
+/// Encodes the clears, the dispatches and the copies to the staging buffer; submits.
+fn submit(ctx: &GpuContext, job: &Job<'_>, run: &Submitted) {
+    let pipelines = ctx.pipelines(job.kernel);
     let mut entries = vec![wgpu::BindGroupEntry {
         binding: 0,
-        resource: uniform.as_entire_binding(),
+        resource: run.uniform.as_entire_binding(),
     }];
-    for (i, buffer) in buffers.iter().enumerate() {
+    for (i, buffer) in run.buffers.iter().enumerate() {
         entries.push(wgpu::BindGroupEntry {
             binding: i as u32 + 1,
             resource: buffer.as_entire_binding(),
@@ -235,7 +255,8 @@ pub(crate) async fn run(ctx: &GpuContext, job: &Job<'_>) -> Result<Vec<Vec<u8>>,
         .create_command_encoder(&wgpu::CommandEncoderDescriptor {
             label: Some(job.kernel.name),
         });
-    for (slot, buffer) in job.slots.iter().zip(&buffers) {
+    // Pooled buffers hold the previous run's data; outputs start from zero.
+    for (slot, buffer) in job.slots.iter().zip(&run.buffers) {
         if matches!(slot, Slot::Output { .. }) {
             encoder.clear_buffer(buffer, 0, None);
         }
@@ -252,53 +273,72 @@ pub(crate) async fn run(ctx: &GpuContext, job: &Job<'_>) -> Result<Vec<Vec<u8>>,
             pass.dispatch_workgroups(x, y, 1);
         }
     }
-    for (offset, buffer) in read_offsets.iter().zip(&buffers) {
+    for (offset, buffer) in run.read_offsets.iter().zip(&run.buffers) {
         if let Some((at, bytes)) = offset {
-            encoder.copy_buffer_to_buffer(buffer, 0, &staging, *at, padded(*bytes));
+            encoder.copy_buffer_to_buffer(buffer, 0, &run.staging, *at, padded(*bytes));
         }
     }
     ctx.queue.submit([encoder.finish()]);
-    let submitted = now();
-    wait(ctx)?;
-    let computed = now();
+}
 
+/// Maps the staging buffer once and copies out every read-back slot.
+async fn read_back(ctx: &GpuContext, run: &Submitted) -> Result<Vec<Vec<u8>>, GpuError> {
     let state = Arc::new(Mutex::new(MapState {
         result: None,
         waker: None,
     }));
     let callback_state = Arc::clone(&state);
-    staging.map_async(wgpu::MapMode::Read, .., move |result| {
-        let mut s = callback_state
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        s.result = Some(result);
-        if let Some(waker) = s.waker.take() {
-            waker.wake();
-        }
-    });
+    run.staging
+        .map_async(wgpu::MapMode::Read, .., move |result| {
+            let mut s = callback_state
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            s.result = Some(result);
+            if let Some(waker) = s.waker.take() {
+                waker.wake();
+            }
+        });
     wait(ctx)?;
     Mapped(state)
         .await
         .map_err(|e| GpuError::Readback(e.to_string()))?;
     let outputs = {
-        let view = staging
+        let view = run
+            .staging
             .get_mapped_range(..)
             .map_err(|e| GpuError::Readback(e.to_string()))?;
-        read_offsets
+        run.read_offsets
             .iter()
             .flatten()
             .map(|&(at, bytes)| view[at as usize..(at + bytes) as usize].to_vec())
             .collect()
     };
-    staging.unmap();
-    let finished = now();
+    run.staging.unmap();
+    Ok(outputs)
+}
 
+fn release(ctx: &GpuContext, run: Submitted) {
     let mut pool = ctx.pool.lock().unwrap_or_else(PoisonError::into_inner);
-    pool.give_back(uniform);
-    pool.give_back(staging);
-    for buffer in buffers {
+    pool.give_back(run.uniform);
+    pool.give_back(run.staging);
+    for buffer in run.buffers {
         pool.give_back(buffer);
     }
+}
+
+/// Runs `job`: one submission, one mapped readback. Returns the contents of the
+/// `read_back` outputs, in slot order.
+pub(crate) async fn run(ctx: &GpuContext, job: &Job<'_>) -> Result<Vec<Vec<u8>>, GpuError> {
+    check_limits(ctx, job)?;
+    let started = now();
+    let buffers = acquire(ctx, job);
+    submit(ctx, job, &buffers);
+    let submitted = now();
+    wait(ctx)?;
+    let computed = now();
+    let outputs = read_back(ctx, &buffers).await;
+    let finished = now();
+    release(ctx, buffers);
     *ctx.last_timings
         .lock()
         .unwrap_or_else(PoisonError::into_inner) = Some(Timings {
@@ -306,7 +346,7 @@ pub(crate) async fn run(ctx: &GpuContext, job: &Job<'_>) -> Result<Vec<Vec<u8>>,
         compute: seconds(submitted, computed),
         readback: seconds(computed, finished),
     });
-    Ok(outputs)
+    outputs
 }
 
 /// The fixed cost of one run: a one-word kernel-free submission and its readback.

@@ -17,7 +17,8 @@ fn compare(path: &str, expected: &Value, actual: &Value, failures: &mut Vec<Stri
                 e.as_f64().unwrap_or(f64::NAN),
                 a.as_f64().unwrap_or(f64::NAN),
             );
-            if !((e - a).abs() <= TOLERANCE * e.abs().max(1.0)) {
+            let within = (e - a).abs() <= TOLERANCE * e.abs().max(1.0);
+            if !within {
                 failures.push(format!("{path}: expected {e}, got {a}"));
             }
         }

@@ -30,7 +30,7 @@ fn first_million_words_are_identical_on_cpu_and_gpu() {
 fn streams_with_high_bits_and_late_blocks_match() {
     let Some(ctx) = context() else { return };
     let seed = u64::MAX - 5;
-    let stream = (3u64 << 32) | 11;
+    let stream = (3u64 << 32) | 0xb;
     let gpu_words = gpu::block_on(stream_words(ctx, seed, stream, 1000, 64)).unwrap();
     let cpu = cpu_words(seed, stream, 4 * 1064);
     assert_eq!(gpu_words, cpu[4000..]);

@@ -70,8 +70,12 @@ fn random_problem(inputs: &mut Inputs, actions: usize) -> Problem {
     }
     let mu_total: f64 = mu.iter().sum();
     let pi_total: f64 = pi.iter().sum();
-    mu.iter_mut().for_each(|m| *m /= mu_total);
-    pi.iter_mut().for_each(|p| *p /= pi_total);
+    for m in &mut mu {
+        *m /= mu_total;
+    }
+    for p in &mut pi {
+        *p /= pi_total;
+    }
     let values = (0..actions).map(|_| inputs.uniform(-3.0, 3.0)).collect();
     Problem::new(mu, pi, values).unwrap()
 }
