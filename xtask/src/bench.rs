@@ -118,7 +118,7 @@ fn bench_core() -> anyhow::Result<()> {
 /// `core/examples/bench_gpu.rs`), on whatever adapter wgpu finds (lavapipe here).
 fn bench_gpu() -> anyhow::Result<()> {
     crate::test::ensure_lavapipe()?;
-    run(cargo().args([
+    crate::cmd::run(cargo().args([
         "run",
         "--release",
         "-p",
