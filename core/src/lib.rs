@@ -15,6 +15,8 @@
 pub mod agent;
 pub mod api;
 pub mod error;
+#[cfg(feature = "gpu")]
+pub mod gpu;
 pub mod math;
 pub mod ragged;
 pub mod rng;

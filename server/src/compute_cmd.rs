@@ -10,7 +10,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use arlbook_core::{FieldError, api};
+use arlbook_core::api::gpu::ComputedOn;
+use arlbook_core::{FieldError, api, gpu};
 use clap::{Args, ValueEnum};
 use serde_json::{Value, json};
 
@@ -83,22 +84,46 @@ pub fn run(args: &ComputeArgs) -> anyhow::Result<ExitCode> {
             text
         }
     };
-    match args.backend {
-        Backend::Gpu => {
-            return Ok(print_error(&FieldError::new(
+    let request = match parse_json(&text) {
+        Ok(request) => request,
+        Err(err) => return Ok(print_error(&err)),
+    };
+    let outcome = match args.backend {
+        Backend::Cpu => api::compute(name, request),
+        Backend::Gpu => match gpu::GpuContext::new_blocking() {
+            Ok(ctx) => api::gpu::compute(name, request, &ctx).map(|computed| {
+                report_fallback(&computed.backend);
+                computed.response
+            }),
+            Err(e) => Err(FieldError::new(
                 "backend",
-                "the GPU backend is not built into this binary yet; use --backend cpu",
-            )));
-        }
-        Backend::Auto | Backend::Cpu => {}
-    }
-    let outcome = parse_json(&text).and_then(|request| api::compute(name, request));
+                format!("--backend gpu needs a GPU adapter: {e}; use --backend cpu or auto"),
+            )),
+        },
+        Backend::Auto => match gpu::GpuContext::new_blocking() {
+            Ok(ctx) => api::gpu::compute(name, request, &ctx).map(|computed| {
+                report_fallback(&computed.backend);
+                computed.response
+            }),
+            Err(e) => {
+                eprintln!("arlbook: {e}; computing on the CPU (--backend auto)");
+                api::compute(name, request)
+            }
+        },
+    };
     match outcome {
         Ok(response) => {
             print_json(&response, args.pretty);
             Ok(ExitCode::SUCCESS)
         }
         Err(err) => Ok(print_error(&err)),
+    }
+}
+
+/// Says on stderr when the GPU path handed a request to the CPU.
+fn report_fallback(backend: &ComputedOn) {
+    if let ComputedOn::Cpu(reason) = backend {
+        eprintln!("arlbook: computed on the CPU: {reason}");
     }
 }
 

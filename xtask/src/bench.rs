@@ -1,4 +1,5 @@
 //! `cargo xtask bench core`: the CPU core against numpy, side by side in one run.
+//! `cargo xtask bench gpu`: every WGSL kernel against its CPU reference.
 //!
 //! Both sides compute the same two workloads (see `bench/numpy_core.py` and
 //! `core/examples/bench_core.rs`); the policy-loss inputs are written once by the Rust
@@ -20,7 +21,8 @@ const REPEATS: &str = "10";
 pub fn run(args: &[String]) -> anyhow::Result<()> {
     match args.first().map(String::as_str) {
         Some("core") | None => bench_core(),
-        Some(other) => bail!("unknown bench suite `{other}` (available: core)"),
+        Some("gpu") => bench_gpu(),
+        Some(other) => bail!("unknown bench suite `{other}` (available: core, gpu)"),
     }
 }
 
@@ -110,4 +112,20 @@ fn bench_core() -> anyhow::Result<()> {
         bail!("the Rust and numpy policy losses disagree by {loss_gap}");
     }
     Ok(())
+}
+
+/// `bench gpu`: every kernel, CPU against GPU at three sizes (see
+/// `core/examples/bench_gpu.rs`), on whatever adapter wgpu finds (lavapipe here).
+fn bench_gpu() -> anyhow::Result<()> {
+    crate::test::ensure_lavapipe()?;
+    crate::cmd::run(cargo().args([
+        "run",
+        "--release",
+        "-p",
+        "arlbook-core",
+        "--features",
+        "gpu",
+        "--example",
+        "bench_gpu",
+    ]))
 }

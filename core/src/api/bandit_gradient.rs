@@ -110,23 +110,46 @@ fn policy(request: &Request) -> Result<(f64, Vec<f64>)> {
     Ok((bandit::softmax(logits)[0], gradient))
 }
 
-impl Entry for BanditGradient {
-    const NAME: &'static str = "bandit-gradient";
-    const SUMMARY: &'static str = "Exact two-action policy gradient and sampled estimates with no / group-mean / leave-one-out baseline";
-    type Request = Request;
-    type Response = Response;
+/// The sampling a validated request asks for (replicate `r` uses stream `r`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SampleJob {
+    /// The validated bandit.
+    pub bandit: TwoArmed,
+    /// The baseline.
+    pub baseline: Baseline,
+    /// Samples per group.
+    pub group_size: usize,
+    /// Samples per estimate.
+    pub samples: usize,
+    /// Number of estimates.
+    pub estimates: usize,
+    /// Seed.
+    pub seed: u64,
+}
 
-    fn compute(request: &Request) -> Result<Response> {
-        let (p, exact_per_action) = policy(request)?;
-        let exact = exact_per_action[0];
-        if exact_per_action.len() > 2 {
-            if request.estimates > 0 {
-                return Err(FieldError::new(
-                    "estimates",
-                    "sampled estimates need two actions; set estimates to 0 with K > 2 logits",
-                ));
-            }
-            return Ok(Response {
+/// A validated request: the response without its estimates, and the sampling to do
+/// (none with `K > 2` logits). The CPU and GPU paths share it, so they validate alike.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// The response with `estimates` empty and `mean`, `variance` 0.
+    pub partial: Response,
+    /// What to sample.
+    pub job: Option<SampleJob>,
+}
+
+/// Validates `request` and computes everything but the estimates.
+pub fn plan(request: &Request) -> Result<Plan> {
+    let (p, exact_per_action) = policy(request)?;
+    let exact = exact_per_action[0];
+    if exact_per_action.len() > 2 {
+        if request.estimates > 0 {
+            return Err(FieldError::new(
+                "estimates",
+                "sampled estimates need two actions; set estimates to 0 with K > 2 logits",
+            ));
+        }
+        return Ok(Plan {
+            partial: Response {
                 exact,
                 exact_per_action,
                 p,
@@ -136,33 +159,27 @@ impl Entry for BanditGradient {
                 expected: exact,
                 shrinkage: 1.0,
                 variance_theory: 0.0,
-            });
-        }
-        let two_armed = TwoArmed::new(p, request.q[0], request.q[1])?;
-        bandit::check_grouping(request.group_size, request.samples)?;
-        // Every estimate is returned, so their number bounds the response size too.
-        check::count("estimates", request.estimates, 0, 100_000)?;
-        let draws = 2u64
-            .saturating_mul(request.samples as u64)
-            .saturating_mul(request.estimates as u64);
-        check_draws("samples", draws)?;
-        let estimates = bandit::sample_estimates(
-            &two_armed,
-            request.baseline,
-            request.group_size,
-            request.samples,
-            request.estimates,
-            request.seed,
-        )?;
-        let (mean, variance) = bandit::mean_and_sample_variance(&estimates);
-        let shrinkage = bandit::shrinkage_factor(request.baseline, request.group_size);
-        Ok(Response {
+            },
+            job: None,
+        });
+    }
+    let two_armed = TwoArmed::new(p, request.q[0], request.q[1])?;
+    bandit::check_grouping(request.group_size, request.samples)?;
+    // Every estimate is returned, so their number bounds the response size too.
+    check::count("estimates", request.estimates, 0, 100_000)?;
+    let draws = 2u64
+        .saturating_mul(request.samples as u64)
+        .saturating_mul(request.estimates as u64);
+    check_draws("samples", draws)?;
+    let shrinkage = bandit::shrinkage_factor(request.baseline, request.group_size);
+    Ok(Plan {
+        partial: Response {
             exact,
             exact_per_action,
             p,
-            estimates,
-            mean,
-            variance,
+            estimates: Vec::new(),
+            mean: 0.0,
+            variance: 0.0,
             expected: exact * shrinkage,
             shrinkage,
             variance_theory: bandit::estimate_variance(
@@ -171,7 +188,49 @@ impl Entry for BanditGradient {
                 request.group_size,
                 request.samples,
             ),
-        })
+        },
+        job: Some(SampleJob {
+            bandit: two_armed,
+            baseline: request.baseline,
+            group_size: request.group_size,
+            samples: request.samples,
+            estimates: request.estimates,
+            seed: request.seed,
+        }),
+    })
+}
+
+/// Completes a plan with the sampled estimates.
+pub fn respond(plan: Plan, estimates: Vec<f64>) -> Response {
+    let (mean, variance) = bandit::mean_and_sample_variance(&estimates);
+    Response {
+        estimates,
+        mean,
+        variance,
+        ..plan.partial
+    }
+}
+
+impl Entry for BanditGradient {
+    const NAME: &'static str = "bandit-gradient";
+    const SUMMARY: &'static str = "Exact two-action policy gradient and sampled estimates with no / group-mean / leave-one-out baseline";
+    type Request = Request;
+    type Response = Response;
+
+    fn compute(request: &Request) -> Result<Response> {
+        let plan = plan(request)?;
+        let estimates = match plan.job {
+            Some(job) => bandit::sample_estimates(
+                &job.bandit,
+                job.baseline,
+                job.group_size,
+                job.samples,
+                job.estimates,
+                job.seed,
+            )?,
+            None => Vec::new(),
+        };
+        Ok(respond(plan, estimates))
     }
 }
 

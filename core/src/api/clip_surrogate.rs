@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use crate::api::{Entry, OneOrMany};
 use crate::error::{FieldError, Result};
 use crate::math::clip::{
-    ClipSide, ClipWidths, Saturation, SurrogatePoint, clipped_surrogate, saturation,
+    ClipSide, ClipWidths, Saturation, SurrogatePoint, check_inputs, clipped_surrogate, saturation,
 };
 
 /// Request of `clip-surrogate`.
@@ -64,6 +64,72 @@ pub struct Response {
 /// The `clip-surrogate` entry.
 pub struct ClipSurrogate;
 
+/// A validated request: the widths, the advantages broadcast to the ratios, and the
+/// saturation table (computed on the host; it is one multiply per entry).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    /// The clip widths.
+    pub widths: ClipWidths,
+    /// One advantage per ratio.
+    pub advantage: Vec<f64>,
+    /// The saturation table, when `p_old` was given.
+    pub saturation: Option<Vec<Saturation>>,
+}
+
+/// Validates `request`.
+pub fn plan(request: &Request) -> Result<Plan> {
+    let widths = ClipWidths {
+        eps_low: request.eps_low,
+        eps_high: request.eps_high.unwrap_or(request.eps_low),
+        dual_clip: request.dual_clip,
+    };
+    let advantage = match &request.advantage {
+        OneOrMany::One(a) => vec![*a; request.ratio.len()],
+        OneOrMany::Many(a) => a.clone(),
+    };
+    check_inputs(&request.ratio, &advantage, &widths)?;
+    let saturation = match &request.p_old {
+        None => None,
+        Some(p_old) => Some(
+            p_old
+                .iter()
+                .enumerate()
+                .map(|(i, &p)| {
+                    saturation(p, widths.eps_high).map_err(|e| {
+                        if e.field == "p_old" {
+                            FieldError::new(format!("p_old[{i}]"), e.message)
+                        } else {
+                            e
+                        }
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?,
+        ),
+    };
+    Ok(Plan {
+        widths,
+        advantage,
+        saturation,
+    })
+}
+
+/// The response from the evaluated points.
+pub fn respond(plan: Plan, points: &[SurrogatePoint]) -> Response {
+    Response {
+        objective: points.iter().map(|p| p.objective).collect(),
+        clipped: points
+            .iter()
+            .map(|p| p.side != ClipSide::Unclipped)
+            .collect(),
+        side: points.iter().map(|p| p.side).collect(),
+        gradient_zero: points.iter().map(SurrogatePoint::gradient_zero).collect(),
+        gradient: points.iter().map(|p| p.d_objective_d_ratio).collect(),
+        ratio_low: plan.widths.ratio_low(),
+        ratio_high: plan.widths.ratio_high(),
+        saturation: plan.saturation,
+    }
+}
+
 impl Entry for ClipSurrogate {
     const NAME: &'static str = "clip-surrogate";
     const SUMMARY: &'static str =
@@ -72,47 +138,9 @@ impl Entry for ClipSurrogate {
     type Response = Response;
 
     fn compute(request: &Request) -> Result<Response> {
-        let widths = ClipWidths {
-            eps_low: request.eps_low,
-            eps_high: request.eps_high.unwrap_or(request.eps_low),
-            dual_clip: request.dual_clip,
-        };
-        let advantage = match &request.advantage {
-            OneOrMany::One(a) => vec![*a; request.ratio.len()],
-            OneOrMany::Many(a) => a.clone(),
-        };
-        let points = clipped_surrogate(&request.ratio, &advantage, &widths)?;
-        let saturation = match &request.p_old {
-            None => None,
-            Some(p_old) => Some(
-                p_old
-                    .iter()
-                    .enumerate()
-                    .map(|(i, &p)| {
-                        saturation(p, widths.eps_high).map_err(|e| {
-                            if e.field == "p_old" {
-                                FieldError::new(format!("p_old[{i}]"), e.message)
-                            } else {
-                                e
-                            }
-                        })
-                    })
-                    .collect::<Result<Vec<_>>>()?,
-            ),
-        };
-        Ok(Response {
-            objective: points.iter().map(|p| p.objective).collect(),
-            clipped: points
-                .iter()
-                .map(|p| p.side != ClipSide::Unclipped)
-                .collect(),
-            side: points.iter().map(|p| p.side).collect(),
-            gradient_zero: points.iter().map(SurrogatePoint::gradient_zero).collect(),
-            gradient: points.iter().map(|p| p.d_objective_d_ratio).collect(),
-            ratio_low: widths.ratio_low(),
-            ratio_high: widths.ratio_high(),
-            saturation,
-        })
+        let plan = plan(request)?;
+        let points = clipped_surrogate(&request.ratio, &plan.advantage, &plan.widths)?;
+        Ok(respond(plan, &points))
     }
 }
 

@@ -6,7 +6,9 @@ use serde::{Deserialize, Serialize};
 use crate::Ragged;
 use crate::api::Entry;
 use crate::error::Result;
-use crate::math::advantage::{AdvantageOptions, Baseline, Scale, StdKind, group_advantages};
+use crate::math::advantage::{
+    AdvantageOptions, Baseline, GroupAdvantages, Scale, StdKind, group_advantages,
+};
 
 /// Request of `group-advantages`.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -52,6 +54,26 @@ pub struct Response {
 /// The `group-advantages` entry.
 pub struct GroupAdvantagesEntry;
 
+/// The options a request selects.
+pub fn options(request: &Request) -> AdvantageOptions {
+    AdvantageOptions {
+        baseline: request.baseline,
+        scale: request.scale,
+        std: request.std,
+        eps: request.eps,
+    }
+}
+
+/// The response from computed advantages.
+pub fn respond(out: GroupAdvantages) -> Response {
+    Response {
+        advantages: out.advantages,
+        group_mean: out.group_mean,
+        group_std: out.group_std,
+        divisor: out.divisor,
+    }
+}
+
 impl Entry for GroupAdvantagesEntry {
     const NAME: &'static str = "group-advantages";
     const SUMMARY: &'static str =
@@ -60,19 +82,10 @@ impl Entry for GroupAdvantagesEntry {
     type Response = Response;
 
     fn compute(request: &Request) -> Result<Response> {
-        let options = AdvantageOptions {
-            baseline: request.baseline,
-            scale: request.scale,
-            std: request.std,
-            eps: request.eps,
-        };
-        let out = group_advantages(&request.rewards, &options)?;
-        Ok(Response {
-            advantages: out.advantages,
-            group_mean: out.group_mean,
-            group_std: out.group_std,
-            divisor: out.divisor,
-        })
+        Ok(respond(group_advantages(
+            &request.rewards,
+            &options(request),
+        )?))
     }
 }
 

@@ -62,6 +62,66 @@ pub struct Response {
 /// The `importance-sampling` entry.
 pub struct ImportanceSampling;
 
+/// A validated request: the problem and the sampling it asks for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    /// The validated problem.
+    pub problem: Problem,
+    /// Draws per estimate.
+    pub samples: usize,
+    /// Number of estimates (replicate `r` uses stream `r`).
+    pub estimates: usize,
+    /// Report the self-normalised estimator.
+    pub self_normalized: bool,
+    /// Seed.
+    pub seed: u64,
+}
+
+/// Validates `request`.
+pub fn plan(request: &Request) -> Result<Plan> {
+    let problem = Problem::new(
+        request.mu.clone(),
+        request.pi.clone(),
+        request.values.clone(),
+    )?;
+    check::count("estimates", request.estimates, 0, 100_000)?;
+    check::count("samples", request.samples, 1, usize::MAX)?;
+    let draws = (request.samples as u64).saturating_mul(request.estimates as u64);
+    check_draws("samples", draws)?;
+    Ok(Plan {
+        problem,
+        samples: request.samples,
+        estimates: request.estimates,
+        self_normalized: request.self_normalized,
+        seed: request.seed,
+    })
+}
+
+/// The response from the sampled replicates.
+pub fn respond(plan: &Plan, replicates: &[importance::Replicate]) -> Response {
+    let estimates: Vec<f64> = replicates
+        .iter()
+        .map(|r| {
+            if plan.self_normalized {
+                r.self_normalized
+            } else {
+                r.ordinary
+            }
+        })
+        .collect();
+    let (mean, variance) = mean_and_sample_variance(&estimates);
+    let ess_values: Vec<f64> = replicates.iter().map(|r| r.ess).collect();
+    Response {
+        exact: plan.problem.exact(),
+        estimates,
+        mean,
+        variance,
+        ess: mean_and_sample_variance(&ess_values).0,
+        weights: plan.problem.weights(),
+        variance_ordinary_theory: plan.problem.ordinary_variance(plan.samples),
+    }
+}
+
 impl Entry for ImportanceSampling {
     const NAME: &'static str = "importance-sampling";
     const SUMMARY: &'static str = "Ordinary and self-normalised importance sampling over discrete actions, with effective sample size";
@@ -69,41 +129,10 @@ impl Entry for ImportanceSampling {
     type Response = Response;
 
     fn compute(request: &Request) -> Result<Response> {
-        let problem = Problem::new(
-            request.mu.clone(),
-            request.pi.clone(),
-            request.values.clone(),
-        )?;
-        check::count("estimates", request.estimates, 0, 100_000)?;
-        let draws = (request.samples as u64).saturating_mul(request.estimates as u64);
-        check_draws("samples", draws)?;
-        let replicates = importance::sample_replicates(
-            &problem,
-            request.samples,
-            request.estimates,
-            request.seed,
-        )?;
-        let estimates: Vec<f64> = replicates
-            .iter()
-            .map(|r| {
-                if request.self_normalized {
-                    r.self_normalized
-                } else {
-                    r.ordinary
-                }
-            })
-            .collect();
-        let (mean, variance) = mean_and_sample_variance(&estimates);
-        let ess_values: Vec<f64> = replicates.iter().map(|r| r.ess).collect();
-        Ok(Response {
-            exact: problem.exact(),
-            estimates,
-            mean,
-            variance,
-            ess: mean_and_sample_variance(&ess_values).0,
-            weights: problem.weights(),
-            variance_ordinary_theory: problem.ordinary_variance(request.samples),
-        })
+        let plan = plan(request)?;
+        let replicates =
+            importance::sample_replicates(&plan.problem, plan.samples, plan.estimates, plan.seed)?;
+        Ok(respond(&plan, &replicates))
     }
 }
 

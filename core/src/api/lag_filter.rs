@@ -66,6 +66,75 @@ pub struct Response {
 /// The `lag-filter` entry.
 pub struct LagFilter;
 
+/// A validated request: the simulation to run (replicate `r` uses stream `r`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Plan {
+    /// The validated settings.
+    pub config: LagConfig,
+    /// Number of runs.
+    pub replicates: usize,
+    /// Seed.
+    pub seed: u64,
+}
+
+/// Validates `request`, including its work bounds.
+pub fn plan(request: &Request) -> Result<Plan> {
+    let config = LagConfig {
+        workers: request.workers,
+        duration: request.duration,
+        batch_size: request.batch_size,
+        max_lag: request.max_lag,
+        updates: request.updates,
+    };
+    config.validate()?;
+    check::count("replicates", request.replicates, 1, 100_000)?;
+    let per_duration = match request.duration {
+        DurationDistribution::Lognormal { .. } => 2,
+        _ => 1,
+    };
+    let events = (config.completions() as u64).saturating_add(request.workers as u64);
+    let replicates = request.replicates as u64;
+    check_draws(
+        "updates",
+        events
+            .saturating_mul(per_duration)
+            .saturating_mul(replicates),
+    )?;
+    // Each event scans every worker's finish time.
+    let scan = events
+        .saturating_mul(request.workers as u64)
+        .saturating_mul(replicates);
+    if scan > 4 * MAX_DRAWS {
+        return Err(FieldError::new(
+            "workers",
+            format!(
+                "workers x completions x replicates is {scan}; the limit per request is {}",
+                4 * MAX_DRAWS
+            ),
+        ));
+    }
+    Ok(Plan {
+        config,
+        replicates: request.replicates,
+        seed: request.seed,
+    })
+}
+
+/// The response from the pooled report and each replicate's kept fraction.
+pub fn respond(pooled: LagReport, kept_fraction_per_replicate: Vec<f64>) -> Response {
+    Response {
+        kept_fraction: pooled.kept_fraction(),
+        throughput: pooled.throughput(),
+        mean_lag: pooled.mean_lag(),
+        completed: pooled.completed,
+        kept: pooled.kept,
+        discarded: pooled.discarded,
+        elapsed: pooled.elapsed,
+        kept_fraction_per_replicate,
+        lag_histogram: pooled.lag_histogram,
+    }
+}
+
 impl Entry for LagFilter {
     const NAME: &'static str = "lag-filter";
     const SUMMARY: &'static str =
@@ -74,56 +143,16 @@ impl Entry for LagFilter {
     type Response = Response;
 
     fn compute(request: &Request) -> Result<Response> {
-        let config = LagConfig {
-            workers: request.workers,
-            duration: request.duration,
-            batch_size: request.batch_size,
-            max_lag: request.max_lag,
-            updates: request.updates,
-        };
-        config.validate()?;
-        check::count("replicates", request.replicates, 1, 100_000)?;
-        let per_duration = match request.duration {
-            DurationDistribution::Lognormal { .. } => 2,
-            _ => 1,
-        };
-        let events = (config.completions() as u64).saturating_add(request.workers as u64);
-        let replicates = request.replicates as u64;
-        check_draws(
-            "updates",
-            events
-                .saturating_mul(per_duration)
-                .saturating_mul(replicates),
-        )?;
-        // Each event scans every worker's finish time.
-        let scan = events
-            .saturating_mul(request.workers as u64)
-            .saturating_mul(replicates);
-        if scan > 4 * MAX_DRAWS {
-            return Err(FieldError::new(
-                "workers",
-                format!(
-                    "workers x completions x replicates is {scan}; the limit per request is {}",
-                    4 * MAX_DRAWS
-                ),
-            ));
-        }
-        let reports = lag::simulate_replicates(&config, request.replicates, request.seed)?;
+        let plan = plan(request)?;
+        let reports = lag::simulate_replicates(&plan.config, plan.replicates, plan.seed)?;
         let mut pooled = LagReport::default();
         for report in &reports {
             pooled.pool(report);
         }
-        Ok(Response {
-            kept_fraction: pooled.kept_fraction(),
-            throughput: pooled.throughput(),
-            mean_lag: pooled.mean_lag(),
-            completed: pooled.completed,
-            kept: pooled.kept,
-            discarded: pooled.discarded,
-            elapsed: pooled.elapsed,
-            kept_fraction_per_replicate: reports.iter().map(LagReport::kept_fraction).collect(),
-            lag_histogram: pooled.lag_histogram,
-        })
+        Ok(respond(
+            pooled,
+            reports.iter().map(LagReport::kept_fraction).collect(),
+        ))
     }
 }
 

@@ -88,7 +88,31 @@ fn map_grid<T, U>(table: &[Vec<T>], scalar: bool, f: impl Fn(usize, &T) -> U) ->
     Grid::Table(mapped)
 }
 
-fn simulate(request: &Request, p: f64, group_size: u64, probability: f64) -> Result<Simulation> {
+/// The simulation a validated request asks for (run `r` uses stream `r`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SimulationJob {
+    /// Success probability per rollout.
+    pub p: f64,
+    /// Rollouts per group.
+    pub group_size: u64,
+    /// Mixed groups wanted.
+    pub mixed_groups: u64,
+    /// The cap on groups drawn, `10 B / P + 100`.
+    pub max_groups: u64,
+    /// Number of runs.
+    pub replicates: usize,
+    /// Seed.
+    pub seed: u64,
+    /// `P(mixed)`.
+    pub probability: f64,
+}
+
+fn simulation_job(
+    request: &Request,
+    p: f64,
+    group_size: u64,
+    probability: f64,
+) -> Result<SimulationJob> {
     let Some(expected) = sampling::expected_groups_drawn(probability, request.mixed_groups) else {
         return Err(FieldError::new(
             "p",
@@ -101,25 +125,91 @@ fn simulate(request: &Request, p: f64, group_size: u64, probability: f64) -> Res
         .saturating_mul(max_groups)
         .saturating_mul(group_size);
     check_draws("replicates", draws)?;
-    let runs = sampling::simulate_replicates(
+    check::probability("p", p)?;
+    check::count("group_size", group_size as usize, 1, 1 << 20)?;
+    Ok(SimulationJob {
         p,
         group_size,
-        request.mixed_groups,
+        mixed_groups: request.mixed_groups,
         max_groups,
-        request.replicates,
-        request.seed,
-    )?;
+        replicates: request.replicates,
+        seed: request.seed,
+        probability,
+    })
+}
+
+fn summarize(job: &SimulationJob, runs: &[sampling::DynamicSamplingRun]) -> Simulation {
+    let request = job;
+    let probability = job.probability;
     let groups_drawn: Vec<u64> = runs.iter().map(|r| r.groups_drawn).collect();
     let as_f64: Vec<f64> = groups_drawn.iter().map(|&g| g as f64).collect();
     let (mean_groups, variance_groups) = mean_and_sample_variance(&as_f64);
-    Ok(Simulation {
+    Simulation {
         mean_groups,
         variance_groups,
         variance_groups_theory: sampling::groups_drawn_variance(probability, request.mixed_groups)
             .unwrap_or(0.0),
         capped: runs.iter().filter(|r| r.capped).count(),
         groups_drawn,
+    }
+}
+
+/// A validated request: the response without its simulation, and the simulation to run.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// The closed-form part of the response (`simulation` is `None`).
+    pub partial: Response,
+    /// The simulation, when `replicates > 0`.
+    pub job: Option<SimulationJob>,
+}
+
+/// Validates `request` and computes the closed forms.
+pub fn plan(request: &Request) -> Result<Plan> {
+    let ps = request.p.to_vec();
+    let sizes = request.group_size.to_vec();
+    check::non_empty("p", &ps)?;
+    check::non_empty("group_size", &sizes)?;
+    check::count("mixed_groups", request.mixed_groups as usize, 1, 1 << 30)?;
+    let scalar = !request.p.is_many() && !request.group_size.is_many();
+    let table = if scalar {
+        vec![vec![sampling::mixed_group_probability(ps[0], sizes[0])?]]
+    } else {
+        sampling::mixed_group_grid(&ps, &sizes)?
+    };
+    let b = request.mixed_groups;
+    let job = if request.replicates == 0 {
+        None
+    } else if scalar {
+        Some(simulation_job(request, ps[0], sizes[0], table[0][0])?)
+    } else {
+        return Err(FieldError::new(
+            "replicates",
+            "the simulation needs a single p and group_size, not a grid",
+        ));
+    };
+    Ok(Plan {
+        partial: Response {
+            probability: map_grid(&table, scalar, |_, &prob| prob),
+            expected_attempts: map_grid(&table, scalar, |_, &prob| {
+                sampling::expected_groups_drawn(prob, b)
+            }),
+            expected_rollouts: map_grid(&table, scalar, |j, &prob| {
+                sampling::expected_groups_drawn(prob, b)
+                    .map(|groups| groups * sizes[j] as f64)
+                    .filter(|rollouts| rollouts.is_finite())
+            }),
+            simulation: None,
+        },
+        job,
     })
+}
+
+/// Completes a plan with the simulated runs (ignored when the plan has no job).
+pub fn respond(plan: Plan, runs: &[sampling::DynamicSamplingRun]) -> Response {
+    Response {
+        simulation: plan.job.map(|job| summarize(&job, runs)),
+        ..plan.partial
+    }
 }
 
 impl Entry for MixedGroup {
@@ -130,40 +220,19 @@ impl Entry for MixedGroup {
     type Response = Response;
 
     fn compute(request: &Request) -> Result<Response> {
-        let ps = request.p.to_vec();
-        let sizes = request.group_size.to_vec();
-        check::non_empty("p", &ps)?;
-        check::non_empty("group_size", &sizes)?;
-        check::count("mixed_groups", request.mixed_groups as usize, 1, 1 << 30)?;
-        let scalar = !request.p.is_many() && !request.group_size.is_many();
-        let table = if scalar {
-            vec![vec![sampling::mixed_group_probability(ps[0], sizes[0])?]]
-        } else {
-            sampling::mixed_group_grid(&ps, &sizes)?
+        let plan = plan(request)?;
+        let runs = match &plan.job {
+            Some(job) => sampling::simulate_replicates(
+                job.p,
+                job.group_size,
+                job.mixed_groups,
+                job.max_groups,
+                job.replicates,
+                job.seed,
+            )?,
+            None => Vec::new(),
         };
-        let b = request.mixed_groups;
-        let simulation = if request.replicates == 0 {
-            None
-        } else if scalar {
-            Some(simulate(request, ps[0], sizes[0], table[0][0])?)
-        } else {
-            return Err(FieldError::new(
-                "replicates",
-                "the simulation needs a single p and group_size, not a grid",
-            ));
-        };
-        Ok(Response {
-            probability: map_grid(&table, scalar, |_, &prob| prob),
-            expected_attempts: map_grid(&table, scalar, |_, &prob| {
-                sampling::expected_groups_drawn(prob, b)
-            }),
-            expected_rollouts: map_grid(&table, scalar, |j, &prob| {
-                sampling::expected_groups_drawn(prob, b)
-                    .map(|groups| groups * sizes[j] as f64)
-                    .filter(|rollouts| rollouts.is_finite())
-            }),
-            simulation,
-        })
+        Ok(respond(plan, &runs))
     }
 }
 

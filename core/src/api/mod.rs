@@ -28,6 +28,8 @@ pub mod binomial_se;
 pub mod clip_surrogate;
 pub mod distill;
 pub mod gae;
+#[cfg(feature = "gpu")]
+pub mod gpu;
 pub mod group_advantages;
 pub mod importance_sampling;
 pub mod kl;

@@ -9,8 +9,8 @@ use crate::error::Result;
 use crate::math::clip::ClipWidths;
 use crate::math::kl::KlEstimator;
 use crate::math::policy_loss::{
-    ClipFraction, Objective, PolicyLossConfig, PolicyLossInput, RatioLevel, TokenAdvantages,
-    policy_loss,
+    ClipFraction, Objective, PolicyLoss, PolicyLossConfig, PolicyLossInput, RatioLevel,
+    TokenAdvantages, policy_loss,
 };
 use crate::math::reduction::Reduction;
 
@@ -121,6 +121,53 @@ pub struct Response {
 /// The `policy-loss` entry.
 pub struct PolicyLossEntry;
 
+/// The math-level input and settings a request describes (borrowing from it).
+pub fn inputs(request: &Request) -> (PolicyLossInput<'_>, PolicyLossConfig) {
+    let advantages = match &request.advantages {
+        Advantages::PerSequence(a) => TokenAdvantages::PerSequence(a),
+        Advantages::PerToken(a) => TokenAdvantages::PerToken(a),
+    };
+    let input = PolicyLossInput {
+        logp: &request.logp,
+        logp_old: &request.old_logp,
+        logp_ref: request.ref_logp.as_ref(),
+        advantages,
+    };
+    let config = PolicyLossConfig {
+        objective: request.objective,
+        ratio_level: request.ratio_level,
+        clip: ClipWidths {
+            eps_low: request.eps_low,
+            eps_high: request.eps_high.unwrap_or(request.eps_low),
+            dual_clip: request.dual_clip,
+        },
+        sapo_tau_pos: request.sapo_tau_pos,
+        sapo_tau_neg: request.sapo_tau_neg,
+        reduction: request.reduction,
+        constant: request.constant,
+        beta: request.beta,
+        kl_estimator: request.kl_estimator,
+        kl_clamp: request.kl_clamp,
+    };
+    (input, config)
+}
+
+/// The response from a computed loss.
+pub fn respond(out: PolicyLoss) -> Response {
+    Response {
+        loss: out.loss,
+        pg_loss: out.pg_loss,
+        kl: out.kl,
+        token_weights: out.token_weights,
+        clip_fraction: out.clip_fraction,
+        ratio_mean: out.ratio_mean,
+        ratio_max: out.ratio_max,
+        ratio: out.ratio,
+        pg_loss_per_token: out.pg_loss_per_token,
+        gradient: out.gradient,
+    }
+}
+
 impl Entry for PolicyLossEntry {
     const NAME: &'static str = "policy-loss";
     const SUMMARY: &'static str =
@@ -129,45 +176,8 @@ impl Entry for PolicyLossEntry {
     type Response = Response;
 
     fn compute(request: &Request) -> Result<Response> {
-        let advantages = match &request.advantages {
-            Advantages::PerSequence(a) => TokenAdvantages::PerSequence(a),
-            Advantages::PerToken(a) => TokenAdvantages::PerToken(a),
-        };
-        let input = PolicyLossInput {
-            logp: &request.logp,
-            logp_old: &request.old_logp,
-            logp_ref: request.ref_logp.as_ref(),
-            advantages,
-        };
-        let config = PolicyLossConfig {
-            objective: request.objective,
-            ratio_level: request.ratio_level,
-            clip: ClipWidths {
-                eps_low: request.eps_low,
-                eps_high: request.eps_high.unwrap_or(request.eps_low),
-                dual_clip: request.dual_clip,
-            },
-            sapo_tau_pos: request.sapo_tau_pos,
-            sapo_tau_neg: request.sapo_tau_neg,
-            reduction: request.reduction,
-            constant: request.constant,
-            beta: request.beta,
-            kl_estimator: request.kl_estimator,
-            kl_clamp: request.kl_clamp,
-        };
-        let out = policy_loss(&input, &config)?;
-        Ok(Response {
-            loss: out.loss,
-            pg_loss: out.pg_loss,
-            kl: out.kl,
-            token_weights: out.token_weights,
-            clip_fraction: out.clip_fraction,
-            ratio_mean: out.ratio_mean,
-            ratio_max: out.ratio_max,
-            ratio: out.ratio,
-            pg_loss_per_token: out.pg_loss_per_token,
-            gradient: out.gradient,
-        })
+        let (input, config) = inputs(request);
+        Ok(respond(policy_loss(&input, &config)?))
     }
 }
 

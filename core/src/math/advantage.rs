@@ -130,11 +130,9 @@ fn mean_std(values: &[f64], kind: StdKind) -> (f64, f64) {
     (mean, (squares / denominator).sqrt())
 }
 
-/// Group-relative advantages for ragged `rewards` (field `rewards`, one row per group).
-pub fn group_advantages(
-    rewards: &Ragged<f64>,
-    options: &AdvantageOptions,
-) -> Result<GroupAdvantages> {
+/// Checks `eps` and the rewards (at least one group, none empty, all finite): what
+/// [`group_advantages`] checks before computing.
+pub fn validate_rewards(rewards: &Ragged<f64>, options: &AdvantageOptions) -> Result<()> {
     check::non_negative("eps", options.eps)?;
     if rewards.rows() == 0 {
         return Err(FieldError::new(
@@ -151,6 +149,15 @@ pub fn group_advantages(
         }
     }
     rewards.check_finite("rewards")?;
+    Ok(())
+}
+
+/// Group-relative advantages for ragged `rewards` (field `rewards`, one row per group).
+pub fn group_advantages(
+    rewards: &Ragged<f64>,
+    options: &AdvantageOptions,
+) -> Result<GroupAdvantages> {
+    validate_rewards(rewards, options)?;
 
     let stats: Vec<(f64, f64)> = rewards
         .iter_rows()

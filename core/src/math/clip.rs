@@ -138,6 +138,17 @@ pub fn surrogate_point(ratio: f64, advantage: f64, widths: &ClipWidths) -> Surro
     }
 }
 
+/// Checks the widths and the paired arrays: what [`clipped_surrogate`] checks first.
+pub fn check_inputs(ratio: &[f64], advantage: &[f64], widths: &ClipWidths) -> Result<()> {
+    widths.validate()?;
+    check::same_len("advantage", advantage.len(), "ratio", ratio.len())?;
+    for (i, &r) in ratio.iter().enumerate() {
+        check::non_negative(&format!("ratio[{i}]"), r)?;
+    }
+    check::all_finite("advantage", advantage)?;
+    Ok(())
+}
+
 /// The surrogate over paired arrays of ratios and advantages (fields `ratio`,
 /// `advantage`). Ratios must be finite and `>= 0`.
 pub fn clipped_surrogate(
@@ -145,12 +156,7 @@ pub fn clipped_surrogate(
     advantage: &[f64],
     widths: &ClipWidths,
 ) -> Result<Vec<SurrogatePoint>> {
-    widths.validate()?;
-    check::same_len("advantage", advantage.len(), "ratio", ratio.len())?;
-    for (i, &r) in ratio.iter().enumerate() {
-        check::non_negative(&format!("ratio[{i}]"), r)?;
-    }
-    check::all_finite("advantage", advantage)?;
+    check_inputs(ratio, advantage, widths)?;
     Ok(ratio
         .iter()
         .zip(advantage)

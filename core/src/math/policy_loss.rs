@@ -200,7 +200,9 @@ fn check_log_probs(field: &str, values: &Ragged<f64>) -> Result<()> {
     Ok(())
 }
 
-fn validate(input: &PolicyLossInput<'_>, config: &PolicyLossConfig) -> Result<()> {
+/// Checks shapes, log-probabilities, advantages and settings (what [`policy_loss`] checks
+/// before computing), naming the API's fields.
+pub fn validate(input: &PolicyLossInput<'_>, config: &PolicyLossConfig) -> Result<()> {
     let logp = input.logp;
     if logp.total_len() == 0 {
         return Err(FieldError::new("logp", "must contain at least one token"));

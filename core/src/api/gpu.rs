@@ -1,0 +1,210 @@
+//! The compute API on the GPU (feature `gpu`): the same names, requests and responses
+//! as [`super::compute`], with the heavy part run by the WGSL kernels.
+//!
+//! Each entry with a kernel shares its validation and its response assembly with the
+//! CPU path (the entries' `plan` / `respond` functions), so a request is rejected with
+//! the same field on both backends and the response has the same shape. Entries
+//! without a kernel, and requests a kernel cannot take (beyond a device limit, or a
+//! result outside the `f32` range), are computed on the CPU; [`Computed::backend`] says
+//! which path answered, outside the response, so the contract does not change.
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::{
+    Entry, bandit_gradient, clip_surrogate, group_advantages, importance_sampling, lag_filter,
+    mixed_group, parse_request, policy_loss,
+};
+use crate::error::{FieldError, Result};
+use crate::gpu::{self, GpuContext, GpuError};
+use crate::math::{advantage, policy_loss as loss_math};
+
+/// The entries that have a GPU kernel.
+pub const GPU_ENTRIES: &[&str] = &[
+    bandit_gradient::BanditGradient::NAME,
+    importance_sampling::ImportanceSampling::NAME,
+    clip_surrogate::ClipSurrogate::NAME,
+    group_advantages::GroupAdvantagesEntry::NAME,
+    policy_loss::PolicyLossEntry::NAME,
+    mixed_group::MixedGroup::NAME,
+    lag_filter::LagFilter::NAME,
+];
+
+/// Which path produced a response.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ComputedOn {
+    /// The GPU kernels.
+    Gpu,
+    /// The CPU reference, with the reason the GPU was not used.
+    Cpu(String),
+}
+
+impl std::fmt::Display for ComputedOn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Gpu => write!(f, "gpu"),
+            Self::Cpu(reason) => write!(f, "cpu ({reason})"),
+        }
+    }
+}
+
+/// A response and the path that computed it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Computed {
+    /// The entry's JSON response, the same shape as on the CPU.
+    pub response: Value,
+    /// Where it was computed.
+    pub backend: ComputedOn,
+}
+
+fn to_value<T: Serialize>(response: &T) -> Result<Value> {
+    serde_json::to_value(response)
+        .map_err(|e| FieldError::new("(response)", format!("could not serialise: {e}")))
+}
+
+/// Validation errors are the request's fault; a [`GpuError`] is the device's.
+type Attempt = Result<std::result::Result<Value, GpuError>>;
+
+async fn bandit(request: Value, ctx: &GpuContext) -> Attempt {
+    let request: bandit_gradient::Request = parse_request(request)?;
+    let plan = bandit_gradient::plan(&request)?;
+    let estimates = match plan.job {
+        Some(job) => {
+            match gpu::bandit::sample_estimates(
+                ctx,
+                &job.bandit,
+                job.baseline,
+                job.group_size,
+                job.samples,
+                job.estimates,
+                job.seed,
+            )
+            .await
+            {
+                Ok(estimates) => estimates,
+                Err(e) => return Ok(Err(e)),
+            }
+        }
+        None => Vec::new(),
+    };
+    to_value(&bandit_gradient::respond(plan, estimates)).map(Ok)
+}
+
+async fn importance(request: Value, ctx: &GpuContext) -> Attempt {
+    let request: importance_sampling::Request = parse_request(request)?;
+    let plan = importance_sampling::plan(&request)?;
+    match gpu::importance::sample_replicates(
+        ctx,
+        &plan.problem,
+        plan.samples,
+        plan.estimates,
+        plan.seed,
+    )
+    .await
+    {
+        Ok(replicates) => to_value(&importance_sampling::respond(&plan, &replicates)).map(Ok),
+        Err(e) => Ok(Err(e)),
+    }
+}
+
+async fn clip(request: Value, ctx: &GpuContext) -> Attempt {
+    let request: clip_surrogate::Request = parse_request(request)?;
+    let plan = clip_surrogate::plan(&request)?;
+    match gpu::clip::clipped_surrogate(ctx, &request.ratio, &plan.advantage, &plan.widths).await {
+        Ok(points) => to_value(&clip_surrogate::respond(plan, &points)).map(Ok),
+        Err(e) => Ok(Err(e)),
+    }
+}
+
+async fn advantages(request: Value, ctx: &GpuContext) -> Attempt {
+    let request: group_advantages::Request = parse_request(request)?;
+    let options = group_advantages::options(&request);
+    advantage::validate_rewards(&request.rewards, &options)?;
+    match gpu::advantage::group_advantages(ctx, &request.rewards, &options).await {
+        Ok(out) => to_value(&group_advantages::respond(out)).map(Ok),
+        Err(e) => Ok(Err(e)),
+    }
+}
+
+async fn loss(request: Value, ctx: &GpuContext) -> Attempt {
+    let request: policy_loss::Request = parse_request(request)?;
+    let (input, config) = policy_loss::inputs(&request);
+    loss_math::validate(&input, &config)?;
+    match gpu::policy_loss::policy_loss(ctx, &input, &config).await {
+        Ok(out) => to_value(&policy_loss::respond(out)).map(Ok),
+        Err(e) => Ok(Err(e)),
+    }
+}
+
+async fn mixed(request: Value, ctx: &GpuContext) -> Attempt {
+    let request: mixed_group::Request = parse_request(request)?;
+    let plan = mixed_group::plan(&request)?;
+    let runs = match plan.job {
+        Some(job) => {
+            match gpu::sampling::simulate_replicates(
+                ctx,
+                job.p,
+                job.group_size,
+                job.mixed_groups,
+                job.max_groups,
+                job.replicates,
+                job.seed,
+            )
+            .await
+            {
+                Ok(runs) => runs,
+                Err(e) => return Ok(Err(e)),
+            }
+        }
+        None => Vec::new(),
+    };
+    to_value(&mixed_group::respond(plan, &runs)).map(Ok)
+}
+
+async fn lag(request: Value, ctx: &GpuContext) -> Attempt {
+    let request: lag_filter::Request = parse_request(request)?;
+    let plan = lag_filter::plan(&request)?;
+    match gpu::lag::simulate_pooled(ctx, &plan.config, plan.replicates, plan.seed).await {
+        Ok((pooled, fractions)) => to_value(&lag_filter::respond(pooled, fractions)).map(Ok),
+        Err(e) => Ok(Err(e)),
+    }
+}
+
+/// Runs the entry called `name` on the GPU where it has a kernel, else on the CPU.
+///
+/// Errors: the request's own [`FieldError`] (the same as on the CPU), or a device
+/// failure named `backend`.
+pub async fn compute_async(name: &str, request: Value, ctx: &GpuContext) -> Result<Computed> {
+    let attempt = match name {
+        bandit_gradient::BanditGradient::NAME => bandit(request.clone(), ctx).await?,
+        importance_sampling::ImportanceSampling::NAME => importance(request.clone(), ctx).await?,
+        clip_surrogate::ClipSurrogate::NAME => clip(request.clone(), ctx).await?,
+        group_advantages::GroupAdvantagesEntry::NAME => advantages(request.clone(), ctx).await?,
+        policy_loss::PolicyLossEntry::NAME => loss(request.clone(), ctx).await?,
+        mixed_group::MixedGroup::NAME => mixed(request.clone(), ctx).await?,
+        lag_filter::LagFilter::NAME => lag(request.clone(), ctx).await?,
+        _ => {
+            return Ok(Computed {
+                response: super::compute(name, request)?,
+                backend: ComputedOn::Cpu(format!("`{name}` has no GPU kernel")),
+            });
+        }
+    };
+    match attempt {
+        Ok(response) => Ok(Computed {
+            response,
+            backend: ComputedOn::Gpu,
+        }),
+        Err(GpuError::TooLarge(reason)) => Ok(Computed {
+            response: super::compute(name, request)?,
+            backend: ComputedOn::Cpu(reason),
+        }),
+        Err(e) => Err(FieldError::new("backend", e.to_string())),
+    }
+}
+
+/// [`compute_async`], blocking (native only).
+#[cfg(not(target_arch = "wasm32"))]
+pub fn compute(name: &str, request: Value, ctx: &GpuContext) -> Result<Computed> {
+    gpu::block_on(compute_async(name, request, ctx))
+}

@@ -1,0 +1,191 @@
+//! The policy loss over ragged sequences on the GPU (`policy_loss.wgsl`), in `f32`.
+//!
+//! The log-ratios `logp - old_logp` and `logp - ref_logp` are formed here in `f64`
+//! and rounded once: their `f32` difference on the device would lose the digits that
+//! make a ratio differ from 1. The reduction weights come from
+//! [`crate::math::reduction::row_weights`], the same numbers as on the CPU.
+
+use super::runner::{Job, Slot, bits, floats, groups_for, run};
+use super::{GpuContext, GpuError};
+use crate::Ragged;
+use crate::math::kl::KlEstimator;
+use crate::math::policy_loss::{
+    ClipFraction, Objective, PolicyLoss, PolicyLossConfig, PolicyLossInput, RatioLevel,
+    TokenAdvantages,
+};
+use crate::math::reduction::{row_weights, token_weights};
+
+/// Values per row in the kernel's row buffer (and totals after the rows).
+const ROW: usize = 8;
+/// Counts are summed in `f32`, exact below 2^24.
+const MAX_TOKENS: usize = 1 << 24;
+
+fn reshape(flat: &[f32], like: &Ragged<f64>) -> Ragged<f64> {
+    let mut out = Ragged::default();
+    let mut start = 0;
+    for row in like.iter_rows() {
+        let values: Vec<f64> = flat[start..start + row.len()]
+            .iter()
+            .map(|&v| f64::from(v))
+            .collect();
+        out.push_row(&values);
+        start += row.len();
+    }
+    out
+}
+
+/// The kernel's input sections: log-ratio, reference log-ratio, logp, advantage (per
+/// token), then the row weights.
+fn pack_inputs(input: &PolicyLossInput<'_>, lengths: &[usize], weights: &[f64]) -> Vec<f32> {
+    let logp = input.logp;
+    let tokens = logp.total_len();
+    let rows = lengths.len();
+    let mut inputs: Vec<f32> = Vec::with_capacity(4 * tokens + rows);
+    inputs.extend(
+        logp.flat()
+            .iter()
+            .zip(input.logp_old.flat())
+            .map(|(a, b)| (a - b) as f32),
+    );
+    match input.logp_ref {
+        Some(reference) => inputs.extend(
+            logp.flat()
+                .iter()
+                .zip(reference.flat())
+                .map(|(a, b)| (a - b) as f32),
+        ),
+        None => inputs.extend(std::iter::repeat_n(0.0f32, tokens)),
+    }
+    inputs.extend(logp.flat().iter().map(|&v| v as f32));
+    match input.advantages {
+        TokenAdvantages::PerSequence(a) => {
+            for (&len, &value) in lengths.iter().zip(a) {
+                inputs.extend(std::iter::repeat_n(value as f32, len));
+            }
+        }
+        TokenAdvantages::PerToken(a) => inputs.extend(a.flat().iter().map(|&v| v as f32)),
+    }
+    inputs.extend(weights.iter().map(|&w| w as f32));
+    inputs
+}
+
+/// The loss for a validated input (see [`crate::math::policy_loss::validate`]). A
+/// non-finite result (the `f32` range exceeded) is [`GpuError::TooLarge`].
+pub async fn policy_loss(
+    ctx: &GpuContext,
+    input: &PolicyLossInput<'_>,
+    config: &PolicyLossConfig,
+) -> Result<PolicyLoss, GpuError> {
+    let logp = input.logp;
+    let rows = logp.rows();
+    let tokens = logp.total_len();
+    if tokens > MAX_TOKENS || rows > u32::MAX as usize / ROW {
+        return Err(GpuError::TooLarge(format!(
+            "{tokens} tokens (the kernel takes at most {MAX_TOKENS})"
+        )));
+    }
+    let lengths = logp.lengths();
+    let weights = row_weights(&lengths, config.reduction, config.constant)
+        .map_err(|e| GpuError::TooLarge(e.to_string()))?;
+    let inputs = pack_inputs(input, &lengths, &weights);
+    let offsets: Vec<u32> = std::iter::once(0)
+        .chain(lengths.iter().scan(0u32, |end, &len| {
+            *end += len as u32;
+            Some(*end)
+        }))
+        .collect();
+    let has_ref = input.logp_ref.is_some();
+    let params = [
+        rows as u32,
+        tokens as u32,
+        match config.objective {
+            Objective::Ppo => 0,
+            Objective::Cispo => 1,
+            Objective::Sapo => 2,
+        },
+        u32::from(config.ratio_level == RatioLevel::Sequence),
+        match config.kl_estimator {
+            KlEstimator::K1 => 0,
+            KlEstimator::K2 => 1,
+            KlEstimator::K3 => 2,
+        },
+        u32::from(config.kl_clamp),
+        u32::from(config.clip.dual_clip.is_some()),
+        bits(config.clip.eps_low),
+        bits(config.clip.eps_high),
+        bits(config.clip.dual_clip.unwrap_or(0.0)),
+        bits(config.sapo_tau_pos),
+        bits(config.sapo_tau_neg),
+        bits(if has_ref { config.beta } else { 0.0 }),
+    ];
+    let row_groups = rows as u32;
+    let out = run(
+        ctx,
+        &Job {
+            kernel: &arlbook_shaders::POLICY_LOSS,
+            params: &params,
+            slots: vec![
+                Slot::Input(bytemuck::cast_slice(&offsets)),
+                Slot::Input(bytemuck::cast_slice(&inputs)),
+                Slot::Output {
+                    bytes: 4 * tokens as u64 * 4,
+                    read_back: true,
+                },
+                Slot::Output {
+                    bytes: ((rows + 1) * ROW) as u64 * 4,
+                    read_back: true,
+                },
+            ],
+            dispatches: vec![
+                (0, row_groups),
+                (1, groups_for(tokens)),
+                (2, row_groups),
+                (3, 1),
+            ],
+        },
+    )
+    .await?;
+    let per_token = floats(&out[0]);
+    let row_out = floats(&out[1]);
+    let totals = &row_out[rows * ROW..];
+    let ratio = &per_token[..tokens];
+    let loss_per_token = &per_token[tokens..2 * tokens];
+    let kl_per_token = &per_token[2 * tokens..3 * tokens];
+    let gradient = &per_token[3 * tokens..];
+    let pg_loss = f64::from(totals[1]);
+    let kl = if has_ref { f64::from(totals[2]) } else { 0.0 };
+    let beta = if has_ref { config.beta } else { 0.0 };
+    let count = tokens as f64;
+    let (low, high, dual) = (
+        f64::from(totals[5]),
+        f64::from(totals[6]),
+        f64::from(totals[7]),
+    );
+    let result = PolicyLoss {
+        loss: pg_loss + beta * kl,
+        pg_loss,
+        kl,
+        token_weights: token_weights(&lengths, config.reduction, config.constant)
+            .map_err(|e| GpuError::TooLarge(e.to_string()))?,
+        pg_loss_per_token: reshape(loss_per_token, logp),
+        ratio: reshape(ratio, logp),
+        clip_fraction: ClipFraction {
+            low: low / count,
+            high: high / count,
+            dual: dual / count,
+            total: (low + high + dual) / count,
+        },
+        ratio_mean: f64::from(totals[3]) / count,
+        ratio_max: f64::from(totals[4]),
+        gradient: reshape(gradient, logp),
+    };
+    let finite = per_token.iter().all(|v| v.is_finite())
+        && totals.iter().all(|v| v.is_finite())
+        && kl_per_token.iter().all(|v| v.is_finite());
+    if !finite {
+        return Err(GpuError::TooLarge(
+            "the loss or its gradient leaves the f32 range".into(),
+        ));
+    }
+    Ok(result)
+}
