@@ -100,11 +100,26 @@ pub fn run(args: &ComputeArgs) -> anyhow::Result<ExitCode> {
                 format!("--backend gpu needs a GPU adapter: {e}; use --backend cpu or auto"),
             )),
         },
+        // Probing for an adapter costs a few hundred milliseconds; skip it when the
+        // entry has no kernel anyway.
+        Backend::Auto if !api::gpu::GPU_ENTRIES.contains(&name) => api::compute(name, request),
+        // A software adapter (lavapipe, SwiftShader) is slower than the CPU reference
+        // for every figure-sized request, so `auto` only takes a hardware GPU.
         Backend::Auto => match gpu::GpuContext::new_blocking() {
-            Ok(ctx) => api::gpu::compute(name, request, &ctx).map(|computed| {
-                report_fallback(&computed.backend);
-                computed.response
-            }),
+            Ok(ctx) if !ctx.is_software() => {
+                api::gpu::compute(name, request, &ctx).map(|computed| {
+                    report_fallback(&computed.backend);
+                    computed.response
+                })
+            }
+            Ok(ctx) => {
+                eprintln!(
+                    "arlbook: only a software GPU adapter ({}) was found; computing on the CPU \
+                     (--backend gpu uses it anyway)",
+                    ctx.adapter_name()
+                );
+                api::compute(name, request)
+            }
             Err(e) => {
                 eprintln!("arlbook: {e}; computing on the CPU (--backend auto)");
                 api::compute(name, request)

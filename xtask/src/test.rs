@@ -21,17 +21,15 @@ pub fn run_static_checks() -> anyhow::Result<()> {
         "warnings",
     ]))?;
     // The core and the shaders must build for the browser; the app only builds there.
+    // One invocation for the three, so the host-side proc macros are built once with
+    // one feature set (clippy runs `cargo check` underneath, so this is also the
+    // `cargo check -p arlbook-core --target wasm32-unknown-unknown` of the contract).
     run(cargo().args([
-        "check",
+        "clippy",
         "-p",
         "arlbook-core",
         "-p",
         "arlbook-shaders",
-        "--target",
-        "wasm32-unknown-unknown",
-    ]))?;
-    run(cargo().args([
-        "clippy",
         "-p",
         "arlbook-app",
         "--target",
@@ -79,12 +77,16 @@ pub fn ensure_lavapipe() -> anyhow::Result<()> {
         return Ok(());
     }
     eprintln!("xtask: installing lavapipe (mesa-vulkan-drivers) for the GPU tests");
-    run(std::process::Command::new("apt-get").arg("update"))?;
-    run(std::process::Command::new("apt-get").args([
-        "install",
-        "-y",
-        "--no-install-recommends",
-        "mesa-vulkan-drivers",
-        "libvulkan1",
-    ]))
+    run(std::process::Command::new("apt-get")
+        .env("DEBIAN_FRONTEND", "noninteractive")
+        .arg("update"))?;
+    run(std::process::Command::new("apt-get")
+        .env("DEBIAN_FRONTEND", "noninteractive")
+        .args([
+            "install",
+            "-y",
+            "--no-install-recommends",
+            "mesa-vulkan-drivers",
+            "libvulkan1",
+        ]))
 }
