@@ -10,7 +10,7 @@
 //!   (it also holds the 2D workgroup indexing helper).
 //! - `segmented.wgsl` holds the 64-lane workgroup reduction and the segment search of
 //!   the ragged kernels. Short segments avoid it: group advantages give one thread to
-//!   each group of up to a thousand rewards, and the policy loss sums tokens in chunks of
+//!   each group of up to 4096 rewards, and the policy loss sums tokens in chunks of
 //!   at most 64 within a sequence, one thread per chunk, then one thread per sequence;
 //!   only a few whole-batch sums still use a workgroup reduction (see
 //!   `core::gpu::advantage` and `core::gpu::policy_loss` for the measurements).

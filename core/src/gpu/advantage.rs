@@ -9,12 +9,14 @@
 //! Both kinds may occur in one call: the host lists the long groups after the offsets.
 //!
 //! The threshold comes from a sweep on lavapipe (`core/examples/sweep_segments.rs`,
-//! numbers in `docs/bench-gpu.md`): there every barrier costs microseconds, so
-//! per-workgroup reductions over 65 536 groups of 16 took 15 s where one thread per
-//! group takes milliseconds, and a thread stays cheaper than a workgroup up to groups
-//! of about a thousand rewards. GRPO groups hold 4 to 64 rewards, so in practice every
-//! group takes the serial path; the wide path keeps a batch made of one huge group from
-//! running on a single thread.
+//! numbers in `docs/bench-gpu.md`). There every barrier costs microseconds: a workgroup
+//! per group took 3.9 s for 65 536 groups of 16 where one thread per group takes 57 ms,
+//! and the serial path stayed ahead at every size measured, up to groups of 65 536
+//! rewards, because lavapipe runs a whole workgroup on one CPU core anyway. So lavapipe
+//! alone would drop the workgroup path. It is kept above 4096 rewards for discrete
+//! GPUs, where a lone thread walking a huge group leaves the device idle; that bound is
+//! a judgement, not a measurement. GRPO groups hold 4 to 64 rewards and always take the
+//! serial path.
 
 use super::runner::{Job, Slot, floats, groups_for, run};
 use super::{GpuContext, GpuError};
@@ -25,7 +27,7 @@ use crate::math::advantage::{AdvantageOptions, Baseline, GroupAdvantages, Scale,
 const STATS: usize = 4;
 
 /// The longest group that one thread handles alone; longer groups get a workgroup.
-pub const SERIAL_MAX_GROUP: usize = 1024;
+pub const SERIAL_MAX_GROUP: usize = 4096;
 
 /// Advantages for validated `rewards` (see
 /// [`crate::math::advantage::validate_rewards`]). A non-finite result (the `f32` range
