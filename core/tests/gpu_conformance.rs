@@ -41,3 +41,6 @@ mod policy;
 
 #[path = "gpu/api.rs"]
 mod api;
+
+#[path = "gpu/reuse.rs"]
+mod reuse;

@@ -8,9 +8,14 @@
 //! ## Design
 //! - `rng.wgsl` is Philox4x32-10, bit-identical to `core::rng`; every kernel gets it
 //!   (it also holds the 2D workgroup indexing helper).
-//! - `segmented.wgsl` holds the 64-lane workgroup reduction used by the ragged kernels.
+//! - `segmented.wgsl` holds the 64-lane workgroup reduction and the segment search of
+//!   the ragged kernels. Short segments avoid it: group advantages give one thread to
+//!   each group of up to 4096 rewards, and the policy loss sums tokens in chunks of
+//!   at most 64 within a sequence, one thread per chunk, then one thread per sequence;
+//!   only a few whole-batch sums still use a workgroup reduction (see
+//!   `core::gpu::advantage` and `core::gpu::policy_loss` for the measurements).
 //! - Every kernel uses one bind group (group 0): binding 0 is a uniform block of
-//!   parameters, the others storage buffers, at most four per kernel (WebGPU's default
+//!   parameters, the others storage buffers, at most five per kernel (WebGPU's default
 //!   limit is eight per stage).
 //! - All kernels use 64 threads per workgroup ([`WORKGROUP_SIZE`]) and a 2D grid of
 //!   workgroups when one dimension would pass 65 535.
@@ -121,7 +126,7 @@ pub const CLIP_SURROGATE: Kernel = Kernel {
 pub const GROUP_ADVANTAGE: Kernel = Kernel {
     name: "group_advantage",
     source: segmented_source!("group_advantage.wgsl"),
-    entry_points: &["group_stats", "batch_stats", "advantages_per_reward"],
+    entry_points: &["batch_stats", "group_serial", "group_wide"],
     bindings: &[Uniform, ReadOnly, ReadOnly, ReadWrite, ReadWrite],
 };
 
@@ -129,8 +134,15 @@ pub const GROUP_ADVANTAGE: Kernel = Kernel {
 pub const POLICY_LOSS: Kernel = Kernel {
     name: "policy_loss",
     source: segmented_source!("policy_loss.wgsl"),
-    entry_points: &["row_log_ratio", "token_terms", "row_sums", "batch_sums"],
-    bindings: &[Uniform, ReadOnly, ReadOnly, ReadWrite, ReadWrite],
+    entry_points: &[
+        "chunk_log_ratio",
+        "row_log_ratio",
+        "token_terms",
+        "chunk_sums",
+        "row_sums",
+        "batch_sums",
+    ],
+    bindings: &[Uniform, ReadOnly, ReadOnly, ReadWrite, ReadWrite, ReadWrite],
 };
 
 /// Every kernel, for validation and pipeline warm-up.

@@ -1,11 +1,16 @@
-// The policy loss over ragged sequences (core::math::policy_loss::policy_loss), four
-// passes in one submit:
-//   row_log_ratio   one workgroup per sequence: mean log-ratio (GSPO's sequence ratio);
-//   token_terms     one thread per token: ratio, surrogate loss, KL, gradient, clip flags;
-//   row_sums        one workgroup per sequence: sums of loss, KL, ratio, flags; max ratio;
-//   batch_sums      one workgroup: the weighted sums over sequences (the reduction).
-// The log-ratios logp - old_logp and logp - ref_logp arrive precomputed (in f64 on the
-// host): the f32 difference of two nearby log-probabilities would lose its digits.
+// The policy loss over ragged sequences (core::math::policy_loss::policy_loss), in one
+// submit. Each sequence is cut into chunks of at most 64 tokens (the host writes the
+// chunk table), so every sum is taken without a barrier:
+//   chunk_log_ratio  one thread per chunk: sum of its log-ratios (sequence ratio only);
+//   row_log_ratio    one thread per sequence: mean log-ratio from its chunks (GSPO);
+//   token_terms      one thread per token: ratio, surrogate loss, KL, gradient;
+//   chunk_sums       one thread per chunk: sums of loss, KL, ratio, clip flags; max ratio;
+//   row_sums         one thread per sequence: the same over its chunks;
+//   batch_sums       one workgroup: the weighted sums over sequences (the reduction).
+// Rounding grows with the chunk length plus the number of chunks in a sequence, not with
+// the sequence length. The log-ratios logp - old_logp and logp - ref_logp arrive
+// precomputed (in f64 on the host): the f32 difference of two nearby log-probabilities
+// would lose its digits.
 
 struct Params {
     rows: u32,
@@ -24,12 +29,16 @@ struct Params {
     tau_pos: f32,
     tau_neg: f32,
     beta: f32,
+    chunks: u32,
 }
 
-// Per row: mean log-ratio, sum loss, sum KL, sum ratio, max ratio, low, high, dual.
+// Per row (and per chunk): mean log-ratio (a chunk: its sum), sum loss, sum KL, sum
+// ratio, max ratio, low, high, dual.
 const ROW: u32 = 8u;
 
 @group(0) @binding(0) var<uniform> params: Params;
+// rows + 1 token offsets; chunks + 1 chunk bounds (token indices); rows + 1 first
+// chunks of each row.
 @group(0) @binding(1) var<storage, read> offsets: array<u32>;
 // Per token: log_ratio (logp - old_logp), ref_log_ratio (logp - ref_logp), logp,
 // advantage; each a section of `tokens` values. Then one weight per row.
@@ -38,6 +47,24 @@ const ROW: u32 = 8u;
 @group(0) @binding(3) var<storage, read_write> token_out: array<f32>;
 // ROW values per row, then ROW totals.
 @group(0) @binding(4) var<storage, read_write> row_out: array<f32>;
+// ROW values per chunk (not read back).
+@group(0) @binding(5) var<storage, read_write> chunk_out: array<f32>;
+
+// Tokens [start, end) of chunk c.
+fn chunk_tokens(c: u32) -> vec2<u32> {
+    let at = params.rows + 1u + c;
+    return vec2<u32>(offsets[at], offsets[at + 1u]);
+}
+
+// Chunks [first, last) of row r.
+fn row_chunks(r: u32) -> vec2<u32> {
+    let at = params.rows + params.chunks + 2u + r;
+    return vec2<u32>(offsets[at], offsets[at + 1u]);
+}
+
+fn thread_index(wid: vec3<u32>, nwg: vec3<u32>, lid: u32) -> u32 {
+    return workgroup_index(wid, nwg) * 64u + lid;
+}
 
 // e^y - 1 without cancellation near 0 (Taylor to y^7 below |y| = 0.5).
 fn exp_m1(y: f32) -> f32 {
@@ -78,25 +105,32 @@ fn kl_point(x: f32) -> vec2<f32> {
 }
 
 @compute @workgroup_size(64)
+fn chunk_log_ratio(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let c = thread_index(wid, nwg, lid);
+    if c >= params.chunks {
+        return;
+    }
+    let span = chunk_tokens(c);
+    var sum = 0.0;
+    for (var i = span.x; i < span.y; i++) {
+        sum += inputs[i];
+    }
+    chunk_out[c * ROW] = sum;
+}
+
+@compute @workgroup_size(64)
 fn row_log_ratio(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    let row = workgroup_index(wid, nwg);
+    let row = thread_index(wid, nwg, lid);
     if row >= params.rows {
         return;
     }
-    let start = offsets[row];
-    let end = offsets[row + 1u];
+    let span = row_chunks(row);
     var sum = 0.0;
-    for (var i = start + lid; i < end; i += LANES) {
-        sum += inputs[i];
+    for (var c = span.x; c < span.y; c++) {
+        sum += chunk_out[c * ROW];
     }
-    lane_a[lid] = sum;
-    lane_b[lid] = 0.0;
-    lane_c[lid] = 0.0;
-    lane_d[lid] = 0.0;
-    reduce_lanes(lid, false);
-    if lid == 0u {
-        row_out[row * ROW] = select(lane_a[0] / f32(end - start), 0.0, end == start);
-    }
+    let len = offsets[row + 1u] - offsets[row];
+    row_out[row * ROW] = select(sum / f32(len), 0.0, len == 0u);
 }
 
 @compute @workgroup_size(64)
@@ -149,14 +183,13 @@ fn token_terms(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
 }
 
 @compute @workgroup_size(64)
-fn row_sums(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    let row = workgroup_index(wid, nwg);
-    if row >= params.rows {
+fn chunk_sums(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let c = thread_index(wid, nwg, lid);
+    if c >= params.chunks {
         return;
     }
     let t = params.tokens;
-    let start = offsets[row];
-    let end = offsets[row + 1u];
+    let span = chunk_tokens(c);
     let ratio_low = 1.0 - params.eps_low;
     let ratio_high = 1.0 + params.eps_high;
     var loss = 0.0;
@@ -166,7 +199,7 @@ fn row_sums(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
     var low = 0u;
     var high = 0u;
     var dual = 0u;
-    for (var i = start + lid; i < end; i += LANES) {
+    for (var i = span.x; i < span.y; i++) {
         let ratio = token_out[i];
         let advantage = inputs[3u * t + i];
         loss += token_out[t + i];
@@ -177,29 +210,41 @@ fn row_sums(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
         high += select(0u, 1u, advantage > 0.0 && ratio > ratio_high);
         dual += select(0u, 1u, advantage < 0.0 && params.has_dual != 0u && ratio > params.dual_clip);
     }
-    lane_a[lid] = loss;
-    lane_b[lid] = kl;
-    lane_c[lid] = ratio_sum;
-    lane_d[lid] = ratio_max;
-    reduce_lanes(lid, true);
-    if lid == 0u {
-        row_out[row * ROW + 1u] = lane_a[0];
-        row_out[row * ROW + 2u] = lane_b[0];
-        row_out[row * ROW + 3u] = lane_c[0];
-        row_out[row * ROW + 4u] = lane_d[0];
-    }
-    workgroupBarrier();
+    let at = c * ROW;
+    chunk_out[at + 1u] = loss;
+    chunk_out[at + 2u] = kl;
+    chunk_out[at + 3u] = ratio_sum;
+    chunk_out[at + 4u] = ratio_max;
     // Counts are exact in f32 below 2^24 tokens (the host checks the size).
-    lane_a[lid] = f32(low);
-    lane_b[lid] = f32(high);
-    lane_c[lid] = f32(dual);
-    lane_d[lid] = 0.0;
-    reduce_lanes(lid, false);
-    if lid == 0u {
-        row_out[row * ROW + 5u] = lane_a[0];
-        row_out[row * ROW + 6u] = lane_b[0];
-        row_out[row * ROW + 7u] = lane_c[0];
+    chunk_out[at + 5u] = f32(low);
+    chunk_out[at + 6u] = f32(high);
+    chunk_out[at + 7u] = f32(dual);
+}
+
+@compute @workgroup_size(64)
+fn row_sums(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let row = thread_index(wid, nwg, lid);
+    if row >= params.rows {
+        return;
     }
+    let span = row_chunks(row);
+    var sums = vec3<f32>(0.0);
+    var counts = vec3<f32>(0.0);
+    var ratio_max = 0.0;
+    for (var c = span.x; c < span.y; c++) {
+        let at = c * ROW;
+        sums += vec3<f32>(chunk_out[at + 1u], chunk_out[at + 2u], chunk_out[at + 3u]);
+        ratio_max = max(ratio_max, chunk_out[at + 4u]);
+        counts += vec3<f32>(chunk_out[at + 5u], chunk_out[at + 6u], chunk_out[at + 7u]);
+    }
+    let at = row * ROW;
+    row_out[at + 1u] = sums.x;
+    row_out[at + 2u] = sums.y;
+    row_out[at + 3u] = sums.z;
+    row_out[at + 4u] = ratio_max;
+    row_out[at + 5u] = counts.x;
+    row_out[at + 6u] = counts.y;
+    row_out[at + 7u] = counts.z;
 }
 
 @compute @workgroup_size(64)

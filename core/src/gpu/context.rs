@@ -114,6 +114,25 @@ impl GpuContext {
             .min(limits.max_buffer_size)
     }
 
+    /// How many GPU buffers this context has allocated so far. Runs take their buffers
+    /// from a pool keyed by usage and size class and give them back afterwards, so
+    /// repeating a call of the same shape allocates nothing new.
+    pub fn buffers_created(&self) -> u64 {
+        self.pool
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .created
+    }
+
+    /// How many kernel files have been compiled into pipelines (each once, on first use
+    /// or in [`Self::warm_up`]).
+    pub fn kernels_compiled(&self) -> usize {
+        self.pipelines
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
+
     /// Compiles every kernel now, so a later first call is not slowed by compilation.
     pub fn warm_up(&self) {
         for kernel in arlbook_shaders::KERNELS {

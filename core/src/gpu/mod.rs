@@ -2,8 +2,21 @@
 //! by the WGSL kernels of `arlbook-shaders`.
 //!
 //! [`GpuContext`] owns the device, a cache of compiled pipelines (one per kernel file,
-//! built on first use) and a pool of buffers reused across calls of the same size. Each
-//! runner below makes exactly one queue submission and one readback.
+//! built on first use) and a pool of buffers reused across calls. Each runner below
+//! makes exactly one queue submission and one readback.
+//!
+//! ## Reuse across calls
+//! - Pipelines: the context keeps one shader module, bind group layout and compute
+//!   pipeline per entry point for each kernel file, in a map keyed by the kernel's name;
+//!   the first call (or [`GpuContext::warm_up`]) compiles them and every later call
+//!   clones an `Arc` ([`GpuContext::kernels_compiled`] counts them).
+//! - Buffers: every run takes its uniform, storage and staging buffers from a pool
+//!   keyed by usage and size class and returns them when the readback is done; the
+//!   next call of the same shape (or of a slightly smaller one in the same class)
+//!   uploads into them with `write_buffer` and allocates nothing
+//!   ([`GpuContext::buffers_created`] counts allocations). Outputs are cleared on the
+//!   device before each run. Only the bind group, which names the buffers, is made per
+//!   call; it is cheap.
 //!
 //! ## Design
 //! - The CPU path in `f64` is the reference. Sampling kernels draw the same Philox words

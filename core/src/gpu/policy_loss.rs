@@ -4,6 +4,22 @@
 //! and rounded once: their `f32` difference on the device would lose the digits that
 //! make a ratio differ from 1. The reduction weights come from
 //! [`crate::math::reduction::row_weights`], the same numbers as on the CPU.
+//!
+//! ## Sums without barriers
+//! Every sequence is cut into chunks of at most [`CHUNK_TOKENS`] tokens. One thread per
+//! chunk sums its tokens, one thread per sequence sums its chunks, and a single
+//! workgroup adds the sequences up; the per-token terms come from a barrier-free
+//! element-wise pass before that. This replaced one 64-lane workgroup per sequence,
+//! which synchronised with barriers that lavapipe executes slowly (2.5 s for 512
+//! sequences of 4096 tokens). Chunking also keeps long sequences parallel: a single
+//! sequence of a million tokens is still spread over thousands of threads, so no
+//! workgroup path is kept for long rows. The chunk length comes from a sweep on
+//! lavapipe (`core/examples/sweep_segments.rs`, `docs/bench-gpu.md`); in `f32` the
+//! rounding grows with the chunk length plus the number of chunks in a sequence.
+//!
+//! On a discrete GPU the chunk threads read memory with a stride of one chunk, which
+//! coalesces poorly; a subgroup reduction would serve such a device better, but is not
+//! available everywhere WebGPU runs.
 
 use super::runner::{Job, Slot, bits, floats, groups_for, run};
 use super::{GpuContext, GpuError};
@@ -19,6 +35,37 @@ use crate::math::reduction::{row_weights, token_weights};
 const ROW: usize = 8;
 /// Counts are summed in `f32`, exact below 2^24.
 const MAX_TOKENS: usize = 1 << 24;
+/// The longest run of tokens one thread sums before handing its partial sums on.
+pub const CHUNK_TOKENS: usize = 64;
+
+/// Row offsets, chunk bounds and the first chunk of each row, as the kernel reads
+/// them; and the number of chunks.
+fn index_tables(lengths: &[usize], chunk_tokens: usize) -> (Vec<u32>, usize) {
+    let rows = lengths.len();
+    let chunks: usize = lengths.iter().map(|len| len.div_ceil(chunk_tokens)).sum();
+    let mut index: Vec<u32> = Vec::with_capacity(2 * rows + chunks + 3);
+    index.push(0);
+    let mut end = 0usize;
+    for &len in lengths {
+        end += len;
+        index.push(end as u32);
+    }
+    let mut start = 0usize;
+    for &len in lengths {
+        for at in (0..len).step_by(chunk_tokens) {
+            index.push((start + at) as u32);
+        }
+        start += len;
+    }
+    index.push(start as u32);
+    let mut first = 0usize;
+    index.push(0);
+    for &len in lengths {
+        first += len.div_ceil(chunk_tokens);
+        index.push(first as u32);
+    }
+    (index, chunks)
+}
 
 fn reshape(flat: &[f32], like: &Ragged<f64>) -> Ragged<f64> {
     let mut out = Ragged::default();
@@ -76,6 +123,19 @@ pub async fn policy_loss(
     input: &PolicyLossInput<'_>,
     config: &PolicyLossConfig,
 ) -> Result<PolicyLoss, GpuError> {
+    policy_loss_chunked(ctx, input, config, CHUNK_TOKENS).await
+}
+
+/// [`policy_loss`] with chunks of at most `chunk_tokens` tokens (at least 1), for
+/// measuring the best chunk length.
+#[allow(clippy::too_many_lines)]
+pub async fn policy_loss_chunked(
+    ctx: &GpuContext,
+    input: &PolicyLossInput<'_>,
+    config: &PolicyLossConfig,
+    chunk_tokens: usize,
+) -> Result<PolicyLoss, GpuError> {
+    let chunk_tokens = chunk_tokens.max(1);
     let logp = input.logp;
     let rows = logp.rows();
     let tokens = logp.total_len();
@@ -88,12 +148,7 @@ pub async fn policy_loss(
     let weights = row_weights(&lengths, config.reduction, config.constant)
         .map_err(|e| GpuError::TooLarge(e.to_string()))?;
     let inputs = pack_inputs(input, &lengths, &weights);
-    let offsets: Vec<u32> = std::iter::once(0)
-        .chain(lengths.iter().scan(0u32, |end, &len| {
-            *end += len as u32;
-            Some(*end)
-        }))
-        .collect();
+    let (index, chunks) = index_tables(&lengths, chunk_tokens);
     let has_ref = input.logp_ref.is_some();
     let params = [
         rows as u32,
@@ -117,15 +172,28 @@ pub async fn policy_loss(
         bits(config.sapo_tau_pos),
         bits(config.sapo_tau_neg),
         bits(if has_ref { config.beta } else { 0.0 }),
+        chunks as u32,
     ];
-    let row_groups = rows as u32;
+    // Entry points: 0 chunk_log_ratio, 1 row_log_ratio, 2 token_terms, 3 chunk_sums,
+    // 4 row_sums, 5 batch_sums. The sequence log-ratio is needed only at sequence level.
+    let mut dispatches = Vec::with_capacity(6);
+    if config.ratio_level == RatioLevel::Sequence {
+        dispatches.push((0, groups_for(chunks)));
+        dispatches.push((1, groups_for(rows)));
+    }
+    dispatches.extend([
+        (2, groups_for(tokens)),
+        (3, groups_for(chunks)),
+        (4, groups_for(rows)),
+        (5, 1),
+    ]);
     let out = run(
         ctx,
         &Job {
             kernel: &arlbook_shaders::POLICY_LOSS,
             params: &params,
             slots: vec![
-                Slot::Input(bytemuck::cast_slice(&offsets)),
+                Slot::Input(bytemuck::cast_slice(&index)),
                 Slot::Input(bytemuck::cast_slice(&inputs)),
                 Slot::Output {
                     bytes: 4 * tokens as u64 * 4,
@@ -135,13 +203,12 @@ pub async fn policy_loss(
                     bytes: ((rows + 1) * ROW) as u64 * 4,
                     read_back: true,
                 },
+                Slot::Output {
+                    bytes: (chunks * ROW) as u64 * 4,
+                    read_back: false,
+                },
             ],
-            dispatches: vec![
-                (0, row_groups),
-                (1, groups_for(tokens)),
-                (2, row_groups),
-                (3, 1),
-            ],
+            dispatches,
         },
     )
     .await?;

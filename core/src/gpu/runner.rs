@@ -21,10 +21,33 @@ pub struct Timings {
     pub readback: f64,
 }
 
-/// Buffers kept between runs, keyed by usage and size.
+/// Idle buffers kept for later runs, keyed by usage and size class.
+///
+/// Sizes are rounded up to a class (a power of two up to 4 KiB, then steps of an eighth
+/// of the enclosing power of two), so a figure whose slider changes the batch size a
+/// little reuses the same buffers instead of allocating new ones; a class wastes at
+/// most an eighth of a large buffer. Idle memory is capped at [`MAX_IDLE_BYTES`].
 #[derive(Default)]
 pub(crate) struct BufferPool {
     free: HashMap<(u32, u64), Vec<wgpu::Buffer>>,
+    idle_bytes: u64,
+    /// Buffers created since the context was made (for tests of the reuse).
+    pub(crate) created: u64,
+}
+
+/// The most idle pooled memory kept; buffers given back beyond it are dropped.
+const MAX_IDLE_BYTES: u64 = 256 << 20;
+
+/// The size class of a `bytes`-byte buffer, never above `limit` unless `bytes` is.
+fn size_class(bytes: u64, limit: u64) -> u64 {
+    let bytes = padded(bytes);
+    let power = bytes.next_power_of_two();
+    let class = if bytes <= 4096 {
+        power
+    } else {
+        bytes.next_multiple_of(power / 8)
+    };
+    class.min(limit).max(bytes)
 }
 
 impl BufferPool {
@@ -32,11 +55,18 @@ impl BufferPool {
         &mut self,
         device: &wgpu::Device,
         usage: wgpu::BufferUsages,
-        size: u64,
+        bytes: u64,
     ) -> wgpu::Buffer {
+        let limits = device.limits();
+        let limit = limits
+            .max_storage_buffer_binding_size
+            .min(limits.max_buffer_size);
+        let size = size_class(bytes, limit);
         if let Some(buffer) = self.free.get_mut(&(usage.bits(), size)).and_then(Vec::pop) {
+            self.idle_bytes -= size;
             return buffer;
         }
+        self.created += 1;
         device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("arlbook pooled"),
             size,
@@ -46,13 +76,15 @@ impl BufferPool {
     }
 
     fn give_back(&mut self, buffer: wgpu::Buffer) {
-        // A few buffers per size are plenty; drop the rest so memory stays bounded.
-        let list = self
-            .free
-            .entry((buffer.usage().bits(), buffer.size()))
-            .or_default();
+        // A few buffers per class are plenty; drop the rest so memory stays bounded.
+        let size = buffer.size();
+        if self.idle_bytes + size > MAX_IDLE_BYTES {
+            return;
+        }
+        let list = self.free.entry((buffer.usage().bits(), size)).or_default();
         if list.len() < 4 {
             list.push(buffer);
+            self.idle_bytes += size;
         }
     }
 }
@@ -199,7 +231,7 @@ fn acquire(ctx: &GpuContext, job: &Job<'_>) -> Submitted {
     let staging_usage = wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST;
     let mut pool = ctx.pool.lock().unwrap_or_else(PoisonError::into_inner);
     let param_bytes: Vec<u8> = job.params.iter().flat_map(|w| w.to_le_bytes()).collect();
-    let uniform = pool.take(&ctx.device, uniform_usage, padded(param_bytes.len() as u64));
+    let uniform = pool.take(&ctx.device, uniform_usage, param_bytes.len() as u64);
     ctx.queue.write_buffer(&uniform, 0, &param_bytes);
     let mut buffers = Vec::with_capacity(job.slots.len());
     let mut read_offsets = Vec::new();
@@ -207,13 +239,13 @@ fn acquire(ctx: &GpuContext, job: &Job<'_>) -> Submitted {
     for slot in &job.slots {
         match slot {
             Slot::Input(data) => {
-                let buffer = pool.take(&ctx.device, storage, padded(data.len() as u64));
+                let buffer = pool.take(&ctx.device, storage, data.len() as u64);
                 ctx.queue.write_buffer(&buffer, 0, data);
                 buffers.push(buffer);
                 read_offsets.push(None);
             }
             Slot::Output { bytes, read_back } => {
-                buffers.push(pool.take(&ctx.device, storage, padded(*bytes)));
+                buffers.push(pool.take(&ctx.device, storage, *bytes));
                 if *read_back {
                     read_offsets.push(Some((staging_size, *bytes)));
                     staging_size += padded(*bytes);
@@ -223,7 +255,7 @@ fn acquire(ctx: &GpuContext, job: &Job<'_>) -> Submitted {
             }
         }
     }
-    let staging = pool.take(&ctx.device, staging_usage, padded(staging_size));
+    let staging = pool.take(&ctx.device, staging_usage, staging_size);
     Submitted {
         uniform,
         buffers,
@@ -257,8 +289,8 @@ fn submit(ctx: &GpuContext, job: &Job<'_>, run: &Submitted) {
         });
     // Pooled buffers hold the previous run's data; outputs start from zero.
     for (slot, buffer) in job.slots.iter().zip(&run.buffers) {
-        if matches!(slot, Slot::Output { .. }) {
-            encoder.clear_buffer(buffer, 0, None);
+        if let Slot::Output { bytes, .. } = slot {
+            encoder.clear_buffer(buffer, 0, Some(padded(*bytes)));
         }
     }
     {

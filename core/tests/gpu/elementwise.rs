@@ -150,3 +150,48 @@ fn one_group_of_thousands_of_rewards_matches_cpu() {
     let gpu = gpu::block_on(gpu::advantage::group_advantages(ctx, &rewards, &options)).unwrap();
     assert_all_close("advantages", gpu.advantages.flat(), cpu.advantages.flat());
 }
+
+#[test]
+fn short_and_long_groups_in_one_call_match_cpu_on_both_paths() {
+    let Some(ctx) = context() else { return };
+    let mut inputs = Inputs::new(6);
+    // Groups on both sides of the serial threshold, and right at it.
+    let threshold = gpu::advantage::SERIAL_MAX_GROUP;
+    let mut rewards = Ragged::default();
+    for (g, size) in [1usize, threshold, 3, threshold + 1, 16, 3000, 2, 64]
+        .into_iter()
+        .enumerate()
+    {
+        let row: Vec<f64> = if g == 5 {
+            vec![0.25; size]
+        } else {
+            (0..size).map(|_| inputs.uniform(-1.0, 1.0)).collect()
+        };
+        rewards.push_row(&row);
+    }
+    for scale in [Scale::Group, Scale::Batch, Scale::None] {
+        for baseline in [Baseline::Mean, Baseline::LeaveOneOut] {
+            let options = AdvantageOptions {
+                baseline,
+                scale,
+                std: StdKind::Sample,
+                eps: 1e-4,
+            };
+            let cpu = advantage::group_advantages(&rewards, &options).unwrap();
+            // The default split, every group serial, every group on a workgroup.
+            for serial_max in [threshold, usize::MAX, 0] {
+                let what = format!("{scale:?} {baseline:?} serial_max={serial_max}");
+                let gpu = gpu::block_on(gpu::advantage::group_advantages_split(
+                    ctx, &rewards, &options, serial_max,
+                ))
+                .unwrap();
+                assert_all_close(&what, gpu.advantages.flat(), cpu.advantages.flat());
+                assert_all_close(&what, &gpu.group_mean, &cpu.group_mean);
+                assert_all_close(&what, &gpu.group_std, &cpu.group_std);
+                assert_all_close(&what, &gpu.divisor, &cpu.divisor);
+                assert!(gpu.advantages.row(5).iter().all(|&a| a == 0.0), "{what}");
+                assert!(gpu.advantages.row(0).iter().all(|&a| a == 0.0), "{what}");
+            }
+        }
+    }
+}

@@ -217,3 +217,58 @@ fn k3_near_the_reference_keeps_its_digits() {
     compare("near reference", &gpu, &cpu, cpu.kl);
     assert_all_close("gradient", gpu.gradient.flat(), cpu.gradient.flat());
 }
+
+#[test]
+fn long_sequences_summed_in_chunks_of_any_length_match_cpu() {
+    let Some(ctx) = context() else { return };
+    let mut inputs = Inputs::new(8);
+    let mut batch = random_batch(&mut inputs, 4);
+    // Two long sequences on top: thousands of tokens, many chunks each.
+    for len in [4097usize, 10_000] {
+        let row: Vec<f64> = (0..len).map(|_| inputs.uniform(-6.0, -0.01)).collect();
+        let near = |inputs: &mut Inputs, v: f64| (v + inputs.uniform(-0.3, 0.3)).min(0.0);
+        batch.old.push_row(
+            &row.iter()
+                .map(|&v| near(&mut inputs, v))
+                .collect::<Vec<_>>(),
+        );
+        batch.reference.push_row(
+            &row.iter()
+                .map(|&v| near(&mut inputs, v))
+                .collect::<Vec<_>>(),
+        );
+        batch.per_sequence.push(inputs.uniform(-2.0, 2.0));
+        batch.logp.push_row(&row);
+    }
+    let input = PolicyLossInput {
+        logp: &batch.logp,
+        logp_old: &batch.old,
+        logp_ref: Some(&batch.reference),
+        advantages: TokenAdvantages::PerSequence(&batch.per_sequence),
+    };
+    for ratio_level in [RatioLevel::Token, RatioLevel::Sequence] {
+        let config = PolicyLossConfig {
+            ratio_level,
+            beta: 0.04,
+            clip: ClipWidths {
+                eps_low: 0.2,
+                eps_high: 0.28,
+                dual_clip: Some(3.0),
+            },
+            ..PolicyLossConfig::default()
+        };
+        let cpu = policy_loss(&input, &config).unwrap();
+        for chunk in [1usize, 7, gpu::policy_loss::CHUNK_TOKENS, 100_000] {
+            let gpu = gpu::block_on(gpu::policy_loss::policy_loss_chunked(
+                ctx, &input, &config, chunk,
+            ))
+            .unwrap();
+            compare(
+                &format!("{ratio_level:?} chunk {chunk}"),
+                &gpu,
+                &cpu,
+                kl_scale(&input, &config, &cpu),
+            );
+        }
+    }
+}
