@@ -3,10 +3,10 @@
 Computes the same two workloads as `core/examples/bench_core.rs`, the way a careful
 numpy user would write them (vectorised, no Python loops over tokens or samples):
 
-1. policy-loss: the clipped surrogate with decoupled clip widths, k3 KL to a reference
-   policy, global token-mean reduction and low/high clip fractions, over ragged
-   sequences read from the binary file the Rust side wrote (so both compute on the
-   same numbers and their losses must agree).
+1. policy-loss: everything arlbook's `policy-loss` entry returns — per-token ratio,
+   clipped-surrogate loss term, k3 KL term and gradient, the token-mean loss, clip
+   fractions, ratio mean and max — over ragged sequences read from the binary file the
+   Rust side wrote (so both compute on the same numbers and must agree).
 2. bandit: the leave-one-out sampled policy gradient of the two-action bandit,
    N samples in groups of G, one estimate.
 
@@ -44,18 +44,28 @@ def load_policy_data(path):
 
 
 def policy_loss(lengths, advantages, logp, logp_old, logp_ref, eps_low, eps_high, beta):
+    """The same outputs as arlbook's `policy-loss` entry: per-token ratio, loss term, KL
+    term and gradient d loss / d logp, the reduced loss, clip fractions, ratio stats."""
+    n = logp.size
     adv_tok = np.repeat(advantages, lengths)
     ratio = np.exp(logp - logp_old)
-    unclipped = ratio * adv_tok
-    clipped = np.clip(ratio, 1.0 - eps_low, 1.0 + eps_high) * adv_tok
-    surrogate = np.minimum(unclipped, clipped)
+    clipped_high = (adv_tok > 0) & (ratio > 1.0 + eps_high)
+    clipped_low = (adv_tok < 0) & (ratio < 1.0 - eps_low)
+    clipped = clipped_high | clipped_low
+    surrogate = np.minimum(ratio * adv_tok,
+                           np.clip(ratio, 1.0 - eps_low, 1.0 + eps_high) * adv_tok)
+    pg_per_token = -surrogate
     log_ref_ratio = logp_ref - logp
-    kl = np.exp(log_ref_ratio) - log_ref_ratio - 1.0
-    n = logp.size
-    loss = (beta * kl - surrogate).sum() / n
-    low = np.count_nonzero((ratio < 1.0 - eps_low) & (adv_tok < 0)) / n
-    high = np.count_nonzero((ratio > 1.0 + eps_high) & (adv_tok > 0)) / n
-    return loss, low, high
+    exp_ref_ratio = np.exp(log_ref_ratio)
+    kl = exp_ref_ratio - log_ref_ratio - 1.0
+    weight = 1.0 / n  # token-mean
+    d_surrogate = np.where(clipped, 0.0, adv_tok) * ratio
+    gradient = weight * (-d_surrogate + beta * (1.0 - exp_ref_ratio))
+    token_weights = np.full(n, weight)
+    loss = (token_weights * pg_per_token).sum() + beta * (token_weights * kl).sum()
+    low = np.count_nonzero(clipped_low) / n
+    high = np.count_nonzero(clipped_high) / n
+    return loss, low, high, ratio.mean(), ratio.max(), gradient
 
 
 def bandit(n, group, p, q_a, q_b, seed):
@@ -71,9 +81,10 @@ def bandit(n, group, p, q_a, q_b, seed):
 def main():
     data_path, samples, repeats = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     data = load_policy_data(data_path)
-    seconds, (loss, low, high) = best_time(lambda: policy_loss(*data), repeats)
+    seconds, (loss, low, high, _, _, gradient) = best_time(lambda: policy_loss(*data), repeats)
     print(json.dumps({"name": "policy-loss", "size": int(data[2].size), "seconds": seconds,
-                      "value": loss, "clip_low": low, "clip_high": high}))
+                      "value": loss, "clip_low": low, "clip_high": high,
+                      "gradient_sum": float(np.abs(gradient).sum())}))
     seconds, estimate = best_time(lambda: bandit(samples, 4, 0.5, 0.75, 0.35, 7), repeats)
     print(json.dumps({"name": "bandit", "size": samples, "seconds": seconds, "value": estimate}))
 

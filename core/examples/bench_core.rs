@@ -122,8 +122,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let (seconds, result) = best_of(repeats, || policy_loss(&input, &config));
     let result = result?;
+    let gradient_sum: f64 = result.gradient.flat().iter().map(|g| g.abs()).sum();
     println!(
-        "{{\"name\":\"policy-loss\",\"size\":{},\"seconds\":{seconds},\"value\":{},\"clip_low\":{},\"clip_high\":{}}}",
+        "{{\"name\":\"policy-loss\",\"size\":{},\"seconds\":{seconds},\"value\":{},\"clip_low\":{},\"clip_high\":{},\"gradient_sum\":{gradient_sum}}}",
         data.logp.total_len(),
         result.loss,
         result.clip_fraction.low,

@@ -104,12 +104,23 @@ fn bench_core() -> anyhow::Result<()> {
     let loss_gap = (rust["policy-loss"]["value"].as_f64().unwrap_or(f64::NAN)
         - numpy["policy-loss"]["value"].as_f64().unwrap_or(f64::NAN))
     .abs();
-    println!("policy-loss |rust - numpy| = {loss_gap:.3e} (same inputs; must be ~1e-12)");
+    let gradient_gap = (rust["policy-loss"]["gradient_sum"]
+        .as_f64()
+        .unwrap_or(f64::NAN)
+        - numpy["policy-loss"]["gradient_sum"]
+            .as_f64()
+            .unwrap_or(f64::NAN))
+    .abs();
+    println!(
+        "policy-loss |rust - numpy|: loss {loss_gap:.3e}, sum |gradient| {gradient_gap:.3e} (same inputs)"
+    );
     println!(
         "bandit: different generators (Philox vs PCG64), same estimator; both estimate the exact 0.1"
     );
-    if loss_gap.is_nan() || loss_gap > 1e-9 {
-        bail!("the Rust and numpy policy losses disagree by {loss_gap}");
+    if loss_gap.is_nan() || loss_gap > 1e-9 || gradient_gap.is_nan() || gradient_gap > 1e-9 {
+        bail!(
+            "the Rust and numpy policy losses disagree (loss {loss_gap}, gradient {gradient_gap})"
+        );
     }
     Ok(())
 }

@@ -41,18 +41,21 @@ const INVERSE_FACTORIALS: [f64; 14] = {
     c
 };
 
-/// `e^r - 1` for `|r| <= ln 2 / 2`, as `r · Σ r^n/(n+1)!` by Horner's rule (multiplies
-/// only: a division per term would cost more than libm). No cancellation, so the
-/// relative error stays tiny even for `r` near 0.
+/// `e^r - 1` for `|r| <= ln 2 / 2`, as `r · Σ r^n/(n+1)!`. The polynomial is
+/// evaluated by Estrin's scheme (pairs, then powers `r², r⁴, r⁸`): its dependency chain
+/// is four multiply-adds deep instead of Horner's fourteen, so consecutive tokens overlap
+/// in the pipeline. Multiplies only, no divisions. No cancellation near 0, so the
+/// relative error stays tiny for small `r`.
 #[inline]
 fn exp_m1_reduced(r: f64) -> f64 {
-    let mut p = INVERSE_FACTORIALS[13];
-    let mut n = 13;
-    while n > 0 {
-        n -= 1;
-        p = p * r + INVERSE_FACTORIALS[n];
-    }
-    r * p
+    let c = &INVERSE_FACTORIALS;
+    let r2 = r * r;
+    let r4 = r2 * r2;
+    let r8 = r4 * r4;
+    let pair = |i: usize| c[i] + c[i + 1] * r;
+    let low = (pair(0) + pair(2) * r2) + (pair(4) + pair(6) * r2) * r4;
+    let high = (pair(8) + pair(10) * r2) + pair(12) * r4;
+    r * (low + high * r8)
 }
 
 /// `2^k` for an integer-valued `k` in `[-1022, 1023]`.

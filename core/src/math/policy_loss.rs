@@ -56,7 +56,7 @@ use crate::Ragged;
 use crate::error::{FieldError, Result, check};
 use crate::math::clip::{ClipWidths, surrogate_point};
 use crate::math::fast_exp::exp_of_difference;
-use crate::math::kl::{KlEstimator, kl_point};
+use crate::math::kl::KlEstimator;
 use crate::math::reduction::{Reduction, row_weights, weighted_sum};
 
 /// The surrogate objective per token.
@@ -326,39 +326,9 @@ pub fn policy_loss(input: &PolicyLossInput<'_>, config: &PolicyLossConfig) -> Re
     let weights = row_weights(&lengths, config.reduction, config.constant)?;
     let ratio = ratios(input.logp, input.logp_old, config.ratio_level)?;
 
-    let tokens_total = ratio.total_len();
-    let mut pg = Vec::with_capacity(tokens_total);
-    let mut kl = Vec::with_capacity(tokens_total);
-    let mut grad = Vec::with_capacity(tokens_total);
-    let (ratio_low, ratio_high) = (config.clip.ratio_low(), config.clip.ratio_high());
-    let (mut low, mut high, mut dual) = (0usize, 0usize, 0usize);
-    let offsets = input.logp.offsets();
-    for (i, &weight) in weights.iter().enumerate() {
-        let span = offsets[i]..offsets[i + 1];
-        let logp = &input.logp.flat()[span.clone()];
-        let q = &ratio.flat()[span.clone()];
-        let logp_ref = input.logp_ref.map(|r| &r.flat()[span.clone()]);
-        for k in 0..logp.len() {
-            let advantage = match input.advantages {
-                TokenAdvantages::PerSequence(a) => a[i],
-                TokenAdvantages::PerToken(a) => a.flat()[span.start + k],
-            };
-            let term = token_term(q[k], advantage, logp[k], config);
-            let kl_term = logp_ref.map_or(
-                crate::math::kl::KlPoint {
-                    value: 0.0,
-                    d_value_d_logp: 0.0,
-                },
-                |r| kl_point(logp[k], r[k], config.kl_estimator, config.kl_clamp),
-            );
-            pg.push(term.loss);
-            kl.push(kl_term.value);
-            grad.push(weight * (term.d_loss_d_logp + config.beta * kl_term.d_value_d_logp));
-            low += usize::from(advantage < 0.0 && q[k] < ratio_low);
-            high += usize::from(advantage > 0.0 && q[k] > ratio_high);
-            dual += usize::from(advantage < 0.0 && config.clip.dual_clip.is_some_and(|c| q[k] > c));
-        }
-    }
+    let pass = token_pass::run(input, config, ratio.flat(), &weights);
+    let (low, high, dual) = (pass.clipped_low, pass.clipped_high, pass.dual_clipped);
+    let (pg, kl, grad) = (pass.pg, pass.kl, pass.gradient);
     let pg_rows = input.logp.with_values(pg)?;
     let kl_rows = input.logp.with_values(kl)?;
     let gradient = input.logp.with_values(grad)?;
@@ -406,6 +376,8 @@ pub fn policy_loss(input: &PolicyLossInput<'_>, config: &PolicyLossConfig) -> Re
     }
     Ok(result)
 }
+
+mod token_pass;
 
 #[cfg(test)]
 mod tests;
