@@ -113,6 +113,28 @@ pub struct Meta {
     pub controls: &'static [Control],
     /// Height divided by width of the drawing.
     pub aspect: f64,
+    /// Panels side by side (stacked on narrow screens).
+    pub panels: usize,
+}
+
+impl Meta {
+    /// Height divided by width at a CSS width of `css_width` pixels: the wide layout,
+    /// or panels stacked (each 0.62 of the width tall) below [`NARROW_WIDTH`].
+    pub fn aspect_at(&self, css_width: f64) -> f64 {
+        if is_narrow(css_width) && self.panels > 1 {
+            0.62 * self.panels as f64
+        } else {
+            self.aspect
+        }
+    }
+}
+
+/// Below this CSS width, multi-panel figures stack their panels.
+pub const NARROW_WIDTH: f64 = 560.0;
+
+/// Whether a figure `css_width` pixels wide uses the stacked layout.
+pub fn is_narrow(css_width: f64) -> bool {
+    css_width < NARROW_WIDTH
 }
 
 /// The values of a figure's controls, as text, in the order of its controls.
@@ -350,9 +372,14 @@ pub trait Evaluated {
     /// The drawing as an SVG document of `width` × `height` pixels.
     fn svg(&self, width: u32, height: u32) -> Result<String, String>;
     /// Draws on a canvas whose pixel size is already set; `scale` is its device pixel
-    /// ratio.
+    /// ratio, `narrow` selects the stacked layout.
     #[cfg(target_arch = "wasm32")]
-    fn draw_canvas(&self, canvas: web_sys::HtmlCanvasElement, scale: f64) -> Result<(), String>;
+    fn draw_canvas(
+        &self,
+        canvas: web_sys::HtmlCanvasElement,
+        scale: f64,
+        narrow: bool,
+    ) -> Result<(), String>;
 }
 
 /// A figure without its type: what the page and the exporter hold.
@@ -399,12 +426,18 @@ impl<F: Figure> Evaluated for Evaluation<F> {
     }
 
     #[cfg(target_arch = "wasm32")]
-    fn draw_canvas(&self, canvas: web_sys::HtmlCanvasElement, scale: f64) -> Result<(), String> {
+    fn draw_canvas(
+        &self,
+        canvas: web_sys::HtmlCanvasElement,
+        scale: f64,
+        narrow: bool,
+    ) -> Result<(), String> {
         let backend = plotters_canvas::CanvasBackend::with_canvas_object(canvas)
             .ok_or_else(|| "the canvas has no 2D context".to_owned())?;
         let root = backend.into_drawing_area();
         root.fill(&WHITE).map_err(|e| e.to_string())?;
-        F::draw(&self.output, &root, &Style::new(scale)).map_err(|e| e.to_string())?;
+        let style = Style::new(scale).stacked(narrow);
+        F::draw(&self.output, &root, &style).map_err(|e| e.to_string())?;
         root.present().map_err(|e| e.to_string())
     }
 }

@@ -33,6 +33,8 @@ pub const SERIES: [RGBColor; 5] = [BLUE, ORANGE, GREEN, RED, PURPLE];
 pub struct Style {
     /// Device pixels per CSS pixel.
     pub scale: f64,
+    /// A phone-width target: side-by-side panels are stacked instead.
+    pub narrow: bool,
 }
 
 impl Style {
@@ -44,6 +46,24 @@ impl Style {
             } else {
                 1.0
             },
+            narrow: false,
+        }
+    }
+
+    /// The same style for a narrow target (panels stacked).
+    #[must_use]
+    pub fn stacked(mut self, narrow: bool) -> Self {
+        self.narrow = narrow;
+        self
+    }
+
+    /// Rows and columns for `panels` panels side by side (stacked when narrow).
+    pub fn grid(&self, panels: usize) -> (usize, usize) {
+        let panels = panels.max(1);
+        if self.narrow {
+            (panels, 1)
+        } else {
+            (1, panels)
         }
     }
 

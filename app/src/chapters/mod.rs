@@ -69,6 +69,7 @@ macro_rules! figures {
 }
 
 figures! {
+    ledger::token_ledger::TokenLedger,
     policy_gradient::bandit::Bandit,
     off_policy::importance::Importance,
     ppo::clip::Clip,
@@ -150,6 +151,11 @@ mod tests {
             for readout in &readouts {
                 assert!(readout.id.starts_with(meta.id), "{}", readout.id);
                 assert!(readout.value.is_finite(), "{}", readout.id);
+            }
+            for control in meta.controls {
+                // Controls are `<id>-input-<key>` in the page; readouts must not collide.
+                let input = format!("{}-input-{}", meta.id, control.key);
+                assert!(readouts.iter().all(|r| r.id != input), "{input}");
             }
             let svg = evaluated.svg(800, 400).unwrap();
             assert!(svg.starts_with("<svg"), "{}", meta.id);

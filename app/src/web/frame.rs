@@ -10,7 +10,7 @@ use leptos::prelude::*;
 use super::browser;
 use crate::chapters;
 use crate::compute;
-use crate::figure::{AnyFigure, Control, ControlKind, Readout, State, format_number};
+use crate::figure::{AnyFigure, Control, ControlKind, Readout, State, format_number, is_narrow};
 
 /// Width of the SVG export, in pixels.
 const EXPORT_WIDTH: u32 = 900;
@@ -56,10 +56,12 @@ pub fn FigureFrame(figure: &'static dyn AnyFigure, embed: bool) -> impl IntoView
                 readouts.set(evaluated.readouts());
                 let dpr = window().device_pixel_ratio();
                 let css_width = f64::from(canvas.client_width().max(240));
-                let css_height = (css_width * meta.aspect).round();
+                let aspect = meta.aspect_at(css_width);
+                let css_height = (css_width * aspect).round();
+                let _ = canvas.set_attribute("style", &format!("aspect-ratio: 1 / {aspect}"));
                 canvas.set_width((css_width * dpr).round() as u32);
                 canvas.set_height((css_height * dpr).round() as u32);
-                match evaluated.draw_canvas(canvas, dpr) {
+                match evaluated.draw_canvas(canvas, dpr, is_narrow(css_width)) {
                     Ok(()) => error.set(None),
                     Err(message) => error.set(Some(format!("drawing failed: {message}"))),
                 }
@@ -206,7 +208,7 @@ fn control_view(
     state: RwSignal<State>,
 ) -> AnyView {
     let key = control.key;
-    let element_id = format!("{id}-{key}");
+    let element_id = format!("{id}-input-{key}");
     let value = move || state.with(|s| s.get(key).to_owned());
     match control.kind {
         ControlKind::Slider { min, max, step } => view! {

@@ -58,6 +58,7 @@ impl Figure for PassAtK {
             slider("tasks", "tasks evaluated", 10.0, 2000.0, 10.0, "200"),
         ],
         aspect: 0.42,
+        panels: 2,
     };
 
     fn compute(state: &State) -> Result<Output, FieldError> {
@@ -140,7 +141,7 @@ impl Figure for PassAtK {
         area: &DrawingArea<DB, Shift>,
         style: &Style,
     ) -> DrawResult<DB> {
-        let columns = area.split_evenly((1, 2));
+        let columns = area.split_evenly(style.grid(2));
         let n = output.curve.len().max(1) as f64;
         let mut left = ChartBuilder::on(&columns[0])
             .caption(

@@ -48,6 +48,7 @@ impl Figure for GroupAdvantages {
             choice("baseline", "baseline", &["mean", "leave-one-out"], "mean"),
         ],
         aspect: 0.4,
+        panels: 1,
     };
 
     fn compute(state: &State) -> Result<Output, FieldError> {

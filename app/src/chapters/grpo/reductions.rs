@@ -69,6 +69,7 @@ impl Figure for Reductions {
             slider("rho", "ratio ρ at every token", 0.5, 1.5, 0.01, "1"),
         ],
         aspect: 0.62,
+        panels: 4,
     };
 
     fn compute(state: &State) -> Result<Output, FieldError> {
@@ -164,7 +165,7 @@ impl Figure for Reductions {
                 .map(|g| g.abs()),
         )
         .1;
-        let panels = area.split_evenly((2, 2));
+        let panels = area.split_evenly(if style.narrow { (4, 1) } else { (2, 2) });
         for (map, panel) in output.maps.iter().zip(panels.iter()) {
             let title = format!(
                 "{}: loss = {}",

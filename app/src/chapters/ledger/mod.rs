@@ -2,6 +2,8 @@
 
 use super::{Block, Chapter};
 
+pub mod token_ledger;
+
 /// The chapter.
 pub const CHAPTER: Chapter = Chapter {
     id: "ledger",
@@ -31,5 +33,6 @@ pub const CHAPTER: Chapter = Chapter {
         Block::Display(
             r"\ell = -\sum_{t} m_{t+1} \log \pi_\theta(x_{t+1} \mid x_{1}, \ldots, x_{t})",
         ),
+        Block::Figure("token-ledger"),
     ],
 };

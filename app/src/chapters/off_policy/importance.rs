@@ -65,6 +65,7 @@ impl Figure for Importance {
             slider("seed", "seed", 0.0, 999.0, 1.0, "7"),
         ],
         aspect: 0.42,
+        panels: 2,
     };
 
     fn compute(state: &State) -> Result<Output, FieldError> {
@@ -144,7 +145,7 @@ impl Figure for Importance {
                 .chain([output.exact, 0.0, 1.0]),
         );
         let x_range = plot::padded(lo, hi);
-        let columns = area.split_evenly((1, 2));
+        let columns = area.split_evenly(style.grid(2));
         for (k, (estimator, column)) in output.estimators.iter().zip(columns.iter()).enumerate() {
             let color = if k == 0 { BLUE } else { ORANGE };
             let bins = plot::histogram(&estimator.estimates, x_range.clone(), 30);

@@ -80,6 +80,7 @@ impl Figure for Bandit {
             slider("seed", "seed", 0.0, 999.0, 1.0, "7"),
         ],
         aspect: 0.42,
+        panels: 3,
     };
 
     fn compute(state: &State) -> Result<Output, FieldError> {
@@ -180,7 +181,7 @@ impl Figure for Bandit {
                 .chain([0.0]),
         );
         let y_range = plot::padded(lo, hi);
-        let columns = area.split_evenly((1, output.panels.len().max(1)));
+        let columns = area.split_evenly(style.grid(output.panels.len()));
         for (k, (panel, column)) in output.panels.iter().zip(columns.iter()).enumerate() {
             let color = SERIES[k % SERIES.len()];
             let mut chart = ChartBuilder::on(column)

@@ -72,6 +72,7 @@ impl Figure for Clip {
             slider("c", "dual-clip c", 1.1, 5.0, 0.1, "3"),
         ],
         aspect: 0.45,
+        panels: 2,
     };
 
     fn compute(state: &State) -> Result<Output, FieldError> {
@@ -151,7 +152,7 @@ impl Figure for Clip {
         area: &DrawingArea<DB, Shift>,
         style: &Style,
     ) -> DrawResult<DB> {
-        let columns = area.split_evenly((1, 2));
+        let columns = area.split_evenly(style.grid(2));
         for (side, column) in output.sides.iter().zip(columns.iter()) {
             let sign = if side.advantage > 0.0 {
                 "A > 0"

@@ -62,6 +62,7 @@ impl Figure for MixedGroups {
             slider("seed", "seed", 0.0, 999.0, 1.0, "7"),
         ],
         aspect: 0.45,
+        panels: 2,
     };
 
     fn compute(state: &State) -> Result<Output, FieldError> {
@@ -145,7 +146,12 @@ impl Figure for MixedGroups {
         area: &DrawingArea<DB, Shift>,
         style: &Style,
     ) -> DrawResult<DB> {
-        let (left, right) = area.split_horizontally(area.dim_in_pixel().0 * 55 / 100);
+        let (width, height) = area.dim_in_pixel();
+        let (left, right) = if style.narrow {
+            area.split_vertically(height / 2)
+        } else {
+            area.split_horizontally(width * 55 / 100)
+        };
         let mut heat = ChartBuilder::on(&left)
             .caption("P(mixed group) over p and G", style.text(13.0))
             .margin(style.margin())
@@ -189,14 +195,13 @@ impl Figure for MixedGroups {
             .iter()
             .filter_map(|(g, r)| r.filter(|v| v.is_finite() && *v > 0.0).map(|v| (*g, v)))
             .collect();
-        let (lo, hi) = plot::extent(finite.iter().map(|(_, r)| *r));
-        let (lo, hi) = (lo.max(1.0) / 1.5, hi.max(1.0) * 1.5);
+        let (_, hi) = plot::extent(finite.iter().map(|(_, r)| *r));
         let mut cost = ChartBuilder::on(&right)
             .caption("rollouts for B mixed groups, by G", style.text(13.0))
             .margin(style.margin())
             .x_label_area_size(style.px(30.0))
             .y_label_area_size(style.px(48.0))
-            .build_cartesian_2d(1.0..G_MAX as f64, (lo..hi).log_scale())?;
+            .build_cartesian_2d(1.0..G_MAX as f64, 0.0..hi.max(1.0) * 1.1)?;
         cost.configure_mesh()
             .light_line_style(WHITE)
             .bold_line_style(SHADE)
@@ -205,7 +210,7 @@ impl Figure for MixedGroups {
             .x_label_formatter(&plot::axis_label)
             .y_label_formatter(&plot::axis_label)
             .x_desc("G")
-            .y_labels(5)
+            .y_labels(6)
             .draw()?;
         cost.draw_series(LineSeries::new(
             finite.iter().copied(),
