@@ -73,10 +73,12 @@ figures! {
     policy_gradient::bandit::Bandit,
     off_policy::importance::Importance,
     ppo::clip::Clip,
+    ppo::gae::Gae,
     grpo::group_advantages::GroupAdvantages,
     grpo::reductions::Reductions,
     sparse_reward::mixed_groups::MixedGroups,
     evaluation::pass_at_k::PassAtK,
+    distillation::kl_fit::KlFit,
 }
 
 /// The figure with id `id`.

@@ -2,6 +2,8 @@
 
 use super::{Block, Chapter};
 
+pub mod kl_fit;
+
 /// The chapter.
 pub const CHAPTER: Chapter = Chapter {
     id: "distillation",
@@ -29,5 +31,6 @@ pub const CHAPTER: Chapter = Chapter {
              reverse direction on sequences the student generated itself, so it learns to \
              recover from its own mistakes rather than only from states the teacher visits.",
         ),
+        Block::Figure("distill"),
     ],
 };

@@ -3,6 +3,7 @@
 use super::{Block, Chapter};
 
 pub mod clip;
+pub mod gae;
 
 /// The chapter.
 pub const CHAPTER: Chapter = Chapter {
@@ -43,5 +44,21 @@ pub const CHAPTER: Chapter = Chapter {
              against collapsing probabilities unchanged.",
         ),
         Block::Figure("clip"),
+        Block::Heading("Advantages from a value estimate"),
+        Block::Text(
+            "PPO usually gets its advantages from a learned value $V$ of each state. The \
+             one-step error $\\delta_t = r_t + \\gamma V(s_{t+1}) - V(s_t)$ says how much \
+             better a step went than expected; GAE adds these errors up with a decay \
+             $\\lambda$:",
+        ),
+        Block::Display(r"\hat A_t = \sum_{l \ge 0} (\gamma \lambda)^l \delta_{t+l}"),
+        Block::Text(
+            "With $\\lambda = 1$ this is the observed return minus the value — unbiased \
+             but noisy; with $\\lambda = 0$ only the next value is trusted — steady but \
+             as wrong as $V$ is. How the trajectory ended matters: after a true terminal \
+             state nothing follows, so $V(s_T) = 0$; after a cut-off by a turn or token \
+             limit, the task was still open and the last value must be bootstrapped.",
+        ),
+        Block::Figure("gae"),
     ],
 };
