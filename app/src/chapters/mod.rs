@@ -79,6 +79,7 @@ figures! {
     sparse_reward::mixed_groups::MixedGroups,
     evaluation::pass_at_k::PassAtK,
     distillation::kl_fit::KlFit,
+    lag::lag_filter::LagFilter,
 }
 
 /// The figure with id `id`.

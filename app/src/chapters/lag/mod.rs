@@ -2,6 +2,8 @@
 
 use super::{Block, Chapter};
 
+pub mod lag_filter;
+
 /// The chapter.
 pub const CHAPTER: Chapter = Chapter {
     id: "async",
@@ -25,5 +27,6 @@ pub const CHAPTER: Chapter = Chapter {
         Block::Display(
             r"\mathrm{lag} = k_{\mathrm{train}} - k_{\mathrm{collect}} \le \Delta_{\max}",
         ),
+        Block::Figure("lag"),
     ],
 };
