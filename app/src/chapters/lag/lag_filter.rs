@@ -4,7 +4,7 @@
 //! `W` workers generate rollouts with random durations; the learner updates after
 //! every `B` completed rollouts; a rollout started under policy version `k` and
 //! consumed at version `k'` has lag `k' - k` and is kept only if that is at most
-//! `max_lag` (the bounded-staleness rule of asynchronous RL systems such as AReaL, Fu et
+//! `max_lag` (the bounded-staleness rule of asynchronous RL systems such as `AReaL`, Fu et
 //! al. 2025). Entry `lag-filter`, one call per bound for the right panel.
 
 use arlbook_core::error::FieldError;
