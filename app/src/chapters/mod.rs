@@ -77,6 +77,7 @@ figures! {
     grpo::group_advantages::GroupAdvantages,
     grpo::reductions::Reductions,
     sparse_reward::mixed_groups::MixedGroups,
+    sparse_reward::shaping::Shaping,
     evaluation::pass_at_k::PassAtK,
     distillation::kl_fit::KlFit,
     lag::lag_filter::LagFilter,

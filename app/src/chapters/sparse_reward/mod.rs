@@ -3,6 +3,7 @@
 use super::{Block, Chapter};
 
 pub mod mixed_groups;
+pub mod shaping;
 
 /// The chapter.
 pub const CHAPTER: Chapter = Chapter {
@@ -45,5 +46,6 @@ pub const CHAPTER: Chapter = Chapter {
         Block::Display(
             r"\sum_{t=0}^{T-1} \gamma^t \left( \gamma \Phi(s_{t+1}) - \Phi(s_t) \right) = \gamma^T \Phi(s_T) - \Phi(s_0)",
         ),
+        Block::Figure("shaping"),
     ],
 };
