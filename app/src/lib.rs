@@ -1,30 +1,28 @@
 //! The arlbook notebook in the browser: chapters, live figures and their controls.
 //!
-//! `main.rs` only mounts [`App`]; every component lives here so tests can mount them.
-//! At this stage the notebook is a shell: a title, the list of computations the core
-//! offers, and an explorer that runs any of them in the page (the core compiled to
-//! wasm32, on the CPU) so a reader can check a number against the CLI.
+//! ## Layout
+//! - [`chapters`]: one module per chapter (its prose as data) and one file per figure
+//!   (`chapters/<chapter>/<figure>.rs`): controls, computation through
+//!   [`compute::compute`], readouts, and a drawing generic over plotters'
+//!   `DrawingBackend`.
+//! - [`figure`]: what a figure is ([`figure::Figure`]) and its state, read from and
+//!   written to the URL query ([`query`]).
+//! - [`plot`]: shared colours and sizes; [`mathml`]: formulas as MathML.
+//! - `web` (wasm32 only): the Leptos page — table of contents, chapter pages,
+//!   `/embed/<figure>`, the figure frame with its controls, canvas and export buttons.
+//!
+//! Everything except `web` compiles natively, so `cargo test -p arlbook-app` checks the
+//! figures' numbers and renders their SVG without building Leptos for the host.
 
-use leptos::prelude::*;
+pub mod chapters;
+pub mod compute;
+pub mod figure;
+pub mod mathml;
+pub mod plot;
+pub mod query;
 
-mod explorer;
+#[cfg(target_arch = "wasm32")]
+mod web;
 
-pub use explorer::ComputeExplorer;
-
-/// The whole notebook page.
-#[component]
-pub fn App() -> impl IntoView {
-    view! {
-        <header class="masthead">
-            <h1>"arlbook"</h1>
-            <p class="tagline">
-                "A live notebook on reinforcement learning for LLM agents. Every number on "
-                "this page is computed as you read it, by the same Rust core that the "
-                <code>"arlbook"</code> " command line and server use."
-            </p>
-        </header>
-        <main>
-            <ComputeExplorer/>
-        </main>
-    }
-}
+#[cfg(target_arch = "wasm32")]
+pub use web::App;

@@ -45,11 +45,33 @@ impl Server {
         let data = base.join("data");
         std::fs::create_dir_all(&web).expect("creating the scratch web folder");
         std::fs::write(web.join("index.html"), index_html).expect("writing index.html");
+        Self::spawn(&web, &data, vec![base])
+    }
+
+    /// Starts `arlbook serve` on port 0 serving the built notebook in `web` (for the
+    /// browser tests).
+    ///
+    /// # Panics
+    /// If the server does not start or print its URL.
+    pub fn serve_web(web: &std::path::Path) -> Self {
+        let data = std::env::temp_dir().join(format!(
+            "arlbook-test-data-{}-{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ));
+        Self::spawn(web, &data, vec![data.clone()])
+    }
+
+    fn spawn(
+        web: &std::path::Path,
+        data: &std::path::Path,
+        scratch: Vec<std::path::PathBuf>,
+    ) -> Self {
         let mut child = Command::new(arlbook_bin())
             .args(["serve", "--addr", "127.0.0.1:0", "--web"])
-            .arg(&web)
+            .arg(web)
             .arg("--data")
-            .arg(&data)
+            .arg(data)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -66,7 +88,7 @@ impl Server {
         Self {
             child,
             addr,
-            _dirs: tempdir::TempDirs(vec![base]),
+            _dirs: tempdir::TempDirs(scratch),
         }
     }
 

@@ -8,6 +8,7 @@ use std::process::ExitCode;
 
 mod bench;
 mod cmd;
+mod e2e;
 mod serve;
 mod test;
 mod web;
@@ -20,7 +21,9 @@ tasks:
                   build the web bundle, start `arlbook serve`, print the URL
   build-web [--dev]
                   build the notebook (wasm32 + wasm-bindgen) into web/dist
-  test            everything CI runs: fmt, clippy, wasm32 checks, all tests
+  test            everything CI runs: fmt, clippy, wasm32 checks, all tests,
+                  then the browser tests
+  e2e             the browser tests only: build the bundle, headless Chromium
   check           the static part of `test`: fmt, clippy, wasm32 checks
   bench core      CPU core vs numpy, side by side, with ratios
 ";
@@ -32,6 +35,7 @@ fn main() -> ExitCode {
         Some("build-web") => web::build(&web::WebOptions::parse(&args[1..])).map(|_| ()),
         Some("test") => test::run_all(),
         Some("check") => test::run_static_checks(),
+        Some("e2e") => e2e::run_browser_tests(),
         Some("bench") => bench::run(&args[1..]),
         Some("help" | "--help" | "-h") | None => {
             print!("{USAGE}");

@@ -1,8 +1,9 @@
 //! `cargo xtask test` (what CI runs) and `cargo xtask check` (its static part).
 //!
 //! One target directory, debug builds with optimised dependencies (see the workspace
-//! `Cargo.toml`), and the app checked only for wasm32, so no crate is built twice
-//! with different feature sets.
+//! `Cargo.toml`). Leptos is built only for wasm32: natively the app is its pure part
+//! (figures, state, drawing), so no heavy crate is built twice. The browser tests
+//! (`e2e.rs`) come last.
 
 use crate::cmd::{cargo, ensure_wasm_target, run};
 
@@ -10,11 +11,11 @@ use crate::cmd::{cargo, ensure_wasm_target, run};
 pub fn run_static_checks() -> anyhow::Result<()> {
     ensure_wasm_target()?;
     run(cargo().args(["fmt", "--all", "--check"]))?;
+    // The app builds natively without Leptos (its figures' state, computation and
+    // drawing), so it is linted and tested here too; its page is linted for wasm32 below.
     run(cargo().args([
         "clippy",
         "--workspace",
-        "--exclude",
-        "arlbook-app",
         "--all-targets",
         "--",
         "-D",
@@ -45,13 +46,8 @@ pub fn run_static_checks() -> anyhow::Result<()> {
 pub fn run_all() -> anyhow::Result<()> {
     ensure_lavapipe()?;
     run_static_checks()?;
-    run(cargo().args([
-        "test",
-        "--workspace",
-        "--exclude",
-        "arlbook-app",
-        "--no-fail-fast",
-    ]))?;
+    run(cargo().args(["test", "--workspace", "--no-fail-fast"]))?;
+    crate::e2e::run_browser_tests()?;
     eprintln!("xtask: all checks and tests passed");
     Ok(())
 }

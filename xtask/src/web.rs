@@ -49,8 +49,9 @@ pub fn build(options: &WebOptions) -> anyhow::Result<PathBuf> {
     run(&mut build)?;
 
     let root = workspace_root();
-    let wasm = root
-        .join("target")
+    let target_dir = std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(|| root.join("target"), |dir| root.join(dir));
+    let wasm = target_dir
         .join("wasm32-unknown-unknown")
         .join(profile)
         .join("arlbook_app.wasm");

@@ -13,7 +13,7 @@ fn evaluate(name: &str, request_text: &str) -> (bool, String) {
         Ok(v) => v,
         Err(e) => return (false, format!("request is not valid JSON: {e}")),
     };
-    match api::compute(name, request) {
+    match crate::compute::compute(name, request) {
         Ok(response) => (
             true,
             serde_json::to_string_pretty(&response).unwrap_or_else(|_| response.to_string()),
@@ -49,7 +49,7 @@ pub fn ComputeExplorer() -> impl IntoView {
             <p>
                 "Choose a computation, edit its request, and the response below is recomputed "
                 "on every keystroke. "
-                <span class="badge" id="backend-badge">"CPU (wasm)"</span>
+                <span class="badge" id="explorer-backend">{crate::compute::backend().label()}</span>
             </p>
             <label>
                 "Computation "

@@ -1,0 +1,55 @@
+//! Chapter: GRPO's group-relative advantages and the loss reductions.
+
+use super::{Block, Chapter};
+
+pub mod group_advantages;
+pub mod reductions;
+
+/// The chapter.
+pub const CHAPTER: Chapter = Chapter {
+    id: "grpo",
+    title: "GRPO and loss reductions",
+    summary: "Advantages from a group of attempts at the same task, and the quiet choice of how token losses are averaged.",
+    blocks: &[
+        Block::Text(
+            "GRPO needs no value network. It samples a group of $G$ attempts at the same \
+             task, scores each, and compares every reward with the others in its group:",
+        ),
+        Block::Display(
+            r"\hat A_i = \frac{r_i - \mean(r_1, \ldots, r_G)}{\std(r_1, \ldots, r_G) + \varepsilon}",
+        ),
+        Block::Text(
+            "Every token of attempt $i$ then carries the same $\\hat A_i$. With one success \
+             among four attempts the mean is 0.25 and the population standard deviation \
+             $\\sqrt{3}/4$, so the success gets $\\sqrt{3} \\approx 1.732$ and each failure \
+             $-1/\\sqrt{3} \\approx -0.577$. A group whose attempts all score the same has \
+             zero advantages: it teaches nothing.",
+        ),
+        Block::Text(
+            "Variants differ in small ways that matter: dividing by the batch's standard \
+             deviation instead of the group's, not dividing at all, or using the mean of the \
+             other $G - 1$ rewards as the baseline (RLOO), which keeps the gradient unbiased.",
+        ),
+        Block::Figure("group-advantages"),
+        Block::Heading("From token losses to one number"),
+        Block::Text(
+            "Attempts have different lengths, and the per-token losses \
+             $\\ell_{ik} = -\\rho_{ik} \\hat A_i$ must be averaged somehow. Averaging within \
+             each sequence first gives every sequence the same total weight, so a token of a \
+             short answer counts more than a token of a long one. Averaging over all tokens \
+             of the batch gives every token the same weight. Dividing the plain sum by a \
+             constant $N C$ does the same without making the weight depend on the batch.",
+        ),
+        Block::Display(
+            r"\frac{1}{N} \sum_i \frac{1}{L_i} \sum_k \ell_{ik} \quad \frac{\sum_{i,k} \ell_{ik}}{\sum_i L_i} \quad \frac{1}{N} \sum_i \sum_k \ell_{ik} \quad \frac{\sum_{i,k} \ell_{ik}}{N C}",
+        ),
+        Block::Text(
+            "With lengths 2, 4, 4, 6, rewards 1, 0, 0, 0 and $\\rho = 1$, the first gives 0, \
+             the second $1/(2\\sqrt{3}) \\approx 0.2887$ and the last (with $C = 6$) \
+             $1/(3\\sqrt{3}) \\approx 0.1925$. These numbers are not scores: a loss of zero \
+             still has a non-zero gradient, and losses under different reductions cannot be \
+             compared.",
+        ),
+        Block::Figure("reductions"),
+    ],
+};

@@ -1,0 +1,283 @@
+//! Loss reductions: how per-token losses of sequences of different lengths become one
+//! number, drawn as per-token weight maps.
+//!
+//! With per-token losses `l_ik = -rho_ik \hat A_i` and lengths `L_i`, the reductions are
+//! `seq-mean-token-mean` `(1/N) sum_i (1/L_i) sum_k l_ik` (GRPO), `token-mean`
+//! `sum_ik l_ik / sum_i L_i` (DAPO), `seq-mean-token-sum` `(1/N) sum_i sum_k l_ik`, and
+//! `dr_grpo` `sum_ik l_ik / (N C)` with `C` the longest length (Dr. GRPO, Liu et al.
+//! 2025; the names follow verl `core_algos.agg_loss` and TRL `GRPOTrainer`). The
+//! advantages come from `group-advantages`, the losses from `policy-loss`.
+
+use arlbook_core::error::FieldError;
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use serde_json::json;
+
+use crate::compute::{compute, number, ragged};
+use crate::figure::{DrawResult, Figure, Meta, Readout, State, list, slider};
+use crate::plot::{self, INK, MUTED, Style};
+
+/// The figure.
+pub struct Reductions;
+
+/// The reductions drawn, with their API names.
+pub const REDUCTIONS: [&str; 4] = [
+    "seq-mean-token-mean",
+    "token-mean",
+    "seq-mean-token-sum",
+    "dr_grpo",
+];
+
+/// Longest sequence the figure accepts (tokens).
+const MAX_LENGTH: f64 = 64.0;
+
+/// One reduction's result.
+#[derive(Debug, Clone)]
+pub struct Map {
+    /// API name.
+    pub reduction: &'static str,
+    /// The loss.
+    pub loss: f64,
+    /// Weight `w_ik` of each token in the loss.
+    pub weights: Vec<Vec<f64>>,
+    /// `d loss / d logp_ik`.
+    pub gradient: Vec<Vec<f64>>,
+}
+
+/// What the figure computes.
+#[derive(Debug, Clone)]
+pub struct Output {
+    /// Advantage of each sequence.
+    pub advantages: Vec<f64>,
+    /// One map per reduction.
+    pub maps: Vec<Map>,
+}
+
+impl Figure for Reductions {
+    type Output = Output;
+
+    const META: Meta = Meta {
+        id: "reductions",
+        title: "Loss reductions as per-token weight maps",
+        caption: "Each row is one sequence, each cell one token; the number is the token's \
+                  weight in the loss and the colour its push (blue up, red down). At the \
+                  defaults the losses are 0, 0.2887, 1.1547 and 0.1925. Make the successful \
+                  sequence longer and see which reductions dilute its tokens.",
+        controls: &[
+            list("lengths", "lengths L_i", "2,4,4,6"),
+            list("rewards", "rewards r_i", "1,0,0,0"),
+            slider("rho", "ratio ρ at every token", 0.5, 1.5, 0.01, "1"),
+        ],
+        aspect: 0.62,
+        panels: 4,
+    };
+
+    fn compute(state: &State) -> Result<Output, FieldError> {
+        let lengths = state.list("lengths")?;
+        let rewards = state.list("rewards")?;
+        let rho = state.number("rho")?;
+        if lengths.len() != rewards.len() {
+            return Err(FieldError::new(
+                "rewards",
+                format!(
+                    "give one reward per sequence ({} lengths, {} rewards)",
+                    lengths.len(),
+                    rewards.len()
+                ),
+            ));
+        }
+        for (i, length) in lengths.iter().enumerate() {
+            if *length < 1.0 || *length > MAX_LENGTH || length.fract() != 0.0 {
+                return Err(FieldError::new(
+                    format!("lengths[{i}]"),
+                    "each length is a whole number from 1 to 64",
+                ));
+            }
+        }
+        let response = compute(
+            "group-advantages",
+            json!({"rewards": [rewards], "scale": "group", "std": "population", "eps": 0.0}),
+        )?;
+        let advantages = ragged(&response, "advantages")?
+            .into_iter()
+            .next()
+            .unwrap_or_default();
+        let old_logp: Vec<Vec<f64>> = lengths.iter().map(|l| vec![-1.0; *l as usize]).collect();
+        let logp: Vec<Vec<f64>> = old_logp
+            .iter()
+            .map(|row| row.iter().map(|lp| lp + rho.ln()).collect())
+            .collect();
+        let mut maps = Vec::with_capacity(REDUCTIONS.len());
+        for reduction in REDUCTIONS {
+            // Wide clip widths: this figure isolates the reduction, not the clipping.
+            let response = compute(
+                "policy-loss",
+                json!({
+                    "logp": logp, "old_logp": old_logp, "advantages": advantages,
+                    "eps_low": 1.0, "eps_high": 10.0, "reduction": reduction
+                }),
+            )?;
+            maps.push(Map {
+                reduction,
+                loss: number(&response, "loss")?,
+                weights: ragged(&response, "token_weights")?,
+                gradient: ragged(&response, "gradient")?,
+            });
+        }
+        Ok(Output { advantages, maps })
+    }
+
+    fn readouts(output: &Output) -> Vec<Readout> {
+        let id = Self::META.id;
+        let mut readouts: Vec<Readout> = output
+            .maps
+            .iter()
+            .map(|m| {
+                Readout::new(
+                    id,
+                    &format!("loss-{}", m.reduction),
+                    format!("loss, {}", m.reduction),
+                    m.loss,
+                )
+            })
+            .collect();
+        for (i, a) in output.advantages.iter().enumerate() {
+            readouts.push(Readout::new(
+                id,
+                &format!("a-{i}"),
+                format!("Â of sequence {}", i + 1),
+                *a,
+            ));
+        }
+        readouts
+    }
+
+    fn draw<DB: DrawingBackend>(
+        output: &Output,
+        area: &DrawingArea<DB, Shift>,
+        style: &Style,
+    ) -> DrawResult<DB> {
+        let limit = plot::extent(
+            output
+                .maps
+                .iter()
+                .flat_map(|m| m.gradient.iter().flatten())
+                .map(|g| g.abs()),
+        )
+        .1;
+        let panels = area.split_evenly(if style.narrow { (4, 1) } else { (2, 2) });
+        for (map, panel) in output.maps.iter().zip(panels.iter()) {
+            let title = format!(
+                "{}: loss = {}",
+                map.reduction,
+                crate::figure::format_number(map.loss)
+            );
+            let inner = panel.margin(style.px(6.0), style.px(6.0), style.px(6.0), style.px(6.0));
+            let inner = inner.titled(&title, style.text(13.0))?;
+            let (width, height) = inner.dim_in_pixel();
+            let rows = map.weights.len().max(1);
+            let columns = map.weights.iter().map(Vec::len).max().unwrap_or(1).max(1);
+            let label_width = style.px(34.0) as i32;
+            let cell_w = ((width as i32 - label_width) / columns as i32).max(1);
+            let cell_h = (height as i32 / rows as i32).max(1);
+            for (i, (weights, gradient)) in map.weights.iter().zip(&map.gradient).enumerate() {
+                let y = i as i32 * cell_h;
+                let a = output.advantages.get(i).copied().unwrap_or(0.0);
+                inner.draw(&Text::new(
+                    format!("Â={}", short(a)),
+                    (0, y + cell_h / 2),
+                    style
+                        .text_colored(10.0, MUTED)
+                        .pos(plotters::style::text_anchor::Pos::new(
+                            plotters::style::text_anchor::HPos::Left,
+                            plotters::style::text_anchor::VPos::Center,
+                        )),
+                ))?;
+                for (k, (w, g)) in weights.iter().zip(gradient).enumerate() {
+                    let x = label_width + k as i32 * cell_w;
+                    // The push on log-probability is minus the loss gradient.
+                    let fill = plot::diverging(-g, limit);
+                    inner.draw(&Rectangle::new(
+                        [(x + 1, y + 1), (x + cell_w - 1, y + cell_h - 1)],
+                        fill.filled(),
+                    ))?;
+                    if cell_w > style.px(26.0) as i32 {
+                        inner.draw(&Text::new(
+                            short(*w),
+                            (x + cell_w / 2, y + cell_h / 2),
+                            style.text_centered(10.0, INK),
+                        ))?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A number in three decimals at most, for cell labels.
+fn short(value: f64) -> String {
+    let text = format!("{value:.3}");
+    let text = text.trim_end_matches('0').trim_end_matches('.');
+    if text == "-0" {
+        "0".to_owned()
+    } else {
+        text.to_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::query;
+
+    fn compute_at(query_text: &str) -> Result<Output, FieldError> {
+        Reductions::compute(&State::from_pairs(
+            Reductions::META.controls,
+            &query::parse(query_text),
+            "",
+        ))
+    }
+
+    fn loss(output: &Output, reduction: &str) -> f64 {
+        output
+            .maps
+            .iter()
+            .find(|m| m.reduction == reduction)
+            .unwrap()
+            .loss
+    }
+
+    #[test]
+    fn article_losses_at_lengths_2_4_4_6() {
+        let output = compute_at("").unwrap();
+        let root3 = 3.0_f64.sqrt();
+        assert!(loss(&output, "seq-mean-token-mean").abs() < 1e-12);
+        assert!((loss(&output, "token-mean") - 1.0 / (2.0 * root3)).abs() < 1e-12);
+        assert!((loss(&output, "dr_grpo") - 1.0 / (3.0 * root3)).abs() < 1e-12);
+        // Sum per sequence, mean over sequences: -(2 sqrt3 - 14/sqrt3) / 4 = 2/sqrt3.
+        assert!((loss(&output, "seq-mean-token-sum") - 2.0 / root3).abs() < 1e-12);
+    }
+
+    #[test]
+    fn token_mean_weights_every_token_equally() {
+        let output = compute_at("").unwrap();
+        let map = output
+            .maps
+            .iter()
+            .find(|m| m.reduction == "token-mean")
+            .unwrap();
+        for w in map.weights.iter().flatten() {
+            assert!((w - 1.0 / 16.0).abs() < 1e-12);
+        }
+    }
+
+    #[test]
+    fn mismatched_lists_and_bad_lengths_are_named() {
+        assert_eq!(compute_at("rewards=1,0").unwrap_err().field, "rewards");
+        assert_eq!(
+            compute_at("lengths=2,0,4,4").unwrap_err().field,
+            "lengths[1]"
+        );
+    }
+}

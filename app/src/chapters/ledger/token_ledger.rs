@@ -1,0 +1,321 @@
+//! Figure 1: the token ledger of a real episode of the code-repair environment.
+//!
+//! The scripted teacher repairs a task in `arlbook_core::agent`; the record's tokens are
+//! coloured by span role (prompt, action, observation). A model at position `t` is
+//! scored on token `t + 1`, so the loss mask over targets is the generated mask shifted
+//! by one: `m_t = generated[t + 1]` (`agent::batch::pad_records`). The toggle applies
+//! the mask without the shift, `m_t = generated[t]`, and marks what that would train on.
+
+use arlbook_core::agent::batch::pad_records;
+use arlbook_core::agent::harness::{EpisodeIds, HarnessConfig, run_episode};
+use arlbook_core::agent::policy::Teacher;
+use arlbook_core::agent::record::SpanRole;
+use arlbook_core::agent::task::{Split, article_example, generate_task};
+use arlbook_core::agent::tokenizer::tokenizer;
+use arlbook_core::error::FieldError;
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+use crate::figure::{DrawResult, Figure, Meta, Readout, State, choice, slider, toggle};
+use crate::plot::{BLUE, GREEN, INK, LIGHT, ORANGE, RED, SHADE, Style, tint};
+
+/// The figure.
+pub struct TokenLedger;
+
+/// Tokens drawn per row and rows drawn.
+const PER_ROW: usize = 32;
+const ROWS: usize = 8;
+
+/// One token of the episode.
+#[derive(Debug, Clone)]
+pub struct Token {
+    /// Its text piece.
+    pub piece: String,
+    /// Its span role.
+    pub role: SpanRole,
+    /// Trained on as a target with the correct shift.
+    pub trained: bool,
+    /// Trained on as a target with the mask applied unshifted.
+    pub trained_misshifted: bool,
+}
+
+/// What the figure computes.
+#[derive(Debug, Clone)]
+pub struct Output {
+    /// The task's id.
+    pub task_id: String,
+    /// Every token of the episode.
+    pub tokens: Vec<Token>,
+    /// First token drawn.
+    pub from: usize,
+    /// Whether the mis-shifted mask is shown.
+    pub misshift: bool,
+    /// Tool calls made.
+    pub turns: usize,
+    /// The episode's reward.
+    pub reward: f64,
+    /// Trainable tokens (sum of the shifted loss mask).
+    pub trainable: usize,
+}
+
+impl Output {
+    fn count(&self, role: SpanRole) -> usize {
+        self.tokens.iter().filter(|t| t.role == role).count()
+    }
+}
+
+impl Figure for TokenLedger {
+    type Output = Output;
+
+    const META: Meta = Meta {
+        id: "token-ledger",
+        title: "Figure 1 · The token ledger of one episode",
+        caption: "Grey is the prompt, blue the actions the policy generated, orange the tool \
+                  results. A green bar under a token means it is a training target. Turn on \
+                  the unshifted mask: the first token of every action loses its bar and the \
+                  first token after every action (a tool result) gains a red one. Slide the \
+                  window along the episode, or pick a generated task.",
+        controls: &[
+            choice("task", "task", &["article", "generated"], "article"),
+            slider("seed", "task seed", 0.0, 999.0, 1.0, "0"),
+            toggle("misshift", "apply the mask without the shift", "0"),
+            slider("from", "first token shown", 0.0, 2048.0, 32.0, "0"),
+        ],
+        aspect: 0.5,
+        panels: 1,
+    };
+
+    fn compute(state: &State) -> Result<Output, FieldError> {
+        let seed = state.count("seed")? as u64;
+        let task = if state.get("task") == "generated" {
+            generate_task(Split::Train, seed)
+        } else {
+            article_example()
+        };
+        let mut teacher = Teacher::new(&task);
+        let record = run_episode(
+            &task,
+            &mut teacher,
+            &HarnessConfig::default(),
+            EpisodeIds::default(),
+            seed,
+        );
+        let batch = pad_records(std::slice::from_ref(&record));
+        let generated = record.generated_mask();
+        let pieces = tokenizer().pieces();
+        let mut roles = vec![SpanRole::Prompt; record.tokens.len()];
+        for span in &record.spans {
+            for role in roles.iter_mut().take(span.end).skip(span.start) {
+                *role = span.role;
+            }
+        }
+        // Token t is a target of position t - 1: trained when loss_mask[t - 1] is set.
+        let tokens = record
+            .tokens
+            .iter()
+            .enumerate()
+            .map(|(t, id)| Token {
+                piece: pieces.get(*id as usize).cloned().unwrap_or_default(),
+                role: roles[t],
+                trained: t > 0 && batch.loss_mask.get(t - 1) == Some(&1),
+                trained_misshifted: t > 0 && generated.get(t - 1) == Some(&1),
+            })
+            .collect::<Vec<_>>();
+        let last_window = tokens.len().saturating_sub(1) / PER_ROW * PER_ROW;
+        let from = state.count("from")?.min(last_window);
+        Ok(Output {
+            task_id: record.task_id.clone(),
+            trainable: batch.loss_mask.iter().map(|m| usize::from(*m)).sum(),
+            turns: record.calls.len(),
+            reward: record.reward,
+            misshift: state.flag("misshift"),
+            from,
+            tokens,
+        })
+    }
+
+    fn readouts(output: &Output) -> Vec<Readout> {
+        let id = Self::META.id;
+        let wrong = output
+            .tokens
+            .iter()
+            .filter(|t| t.trained_misshifted && t.role != SpanRole::Action)
+            .count();
+        let missed = output
+            .tokens
+            .iter()
+            .filter(|t| t.trained && !t.trained_misshifted)
+            .count();
+        vec![
+            Readout::new(
+                id,
+                "tokens",
+                "tokens in the episode",
+                output.tokens.len() as f64,
+            ),
+            Readout::new(
+                id,
+                "prompt",
+                "prompt tokens",
+                output.count(SpanRole::Prompt) as f64,
+            ),
+            Readout::new(
+                id,
+                "action",
+                "action tokens (generated)",
+                output.count(SpanRole::Action) as f64,
+            ),
+            Readout::new(
+                id,
+                "observation",
+                "observation tokens",
+                output.count(SpanRole::Observation) as f64,
+            ),
+            Readout::new(
+                id,
+                "trainable",
+                "trainable tokens (shifted mask)",
+                output.trainable as f64,
+            ),
+            Readout::new(
+                id,
+                "misshift-wrong",
+                "unshifted: non-action tokens trained",
+                wrong as f64,
+            ),
+            Readout::new(
+                id,
+                "misshift-missed",
+                "unshifted: action tokens missed",
+                missed as f64,
+            ),
+            Readout::new(id, "turns", "tool calls", output.turns as f64),
+            Readout::new(id, "reward", "reward", output.reward),
+        ]
+    }
+
+    fn draw<DB: DrawingBackend>(
+        output: &Output,
+        area: &DrawingArea<DB, Shift>,
+        style: &Style,
+    ) -> DrawResult<DB> {
+        let title = format!(
+            "{} · tokens {}–{} of {}",
+            output.task_id,
+            output.from,
+            (output.from + PER_ROW * ROWS).min(output.tokens.len()),
+            output.tokens.len()
+        );
+        let area = area.titled(&title, style.text(13.0))?;
+        let (width, height) = area.dim_in_pixel();
+        let cell_w = (width as i32 / PER_ROW as i32).max(1);
+        let row_h = (height as i32 / ROWS as i32).max(1);
+        let mark_h = (row_h / 6).max(2);
+        let cell_h = row_h - mark_h - style.offset(4.0);
+        let visible = output
+            .tokens
+            .iter()
+            .enumerate()
+            .skip(output.from)
+            .take(PER_ROW * ROWS);
+        for (index, token) in visible {
+            let slot = index - output.from;
+            let x = (slot % PER_ROW) as i32 * cell_w;
+            let y = (slot / PER_ROW) as i32 * row_h;
+            let fill = match token.role {
+                SpanRole::Prompt => SHADE,
+                SpanRole::Action => tint(BLUE, 0.55),
+                SpanRole::Observation => tint(ORANGE, 0.45),
+            };
+            area.draw(&Rectangle::new(
+                [(x + 1, y), (x + cell_w - 1, y + cell_h)],
+                fill.filled(),
+            ))?;
+            if cell_w >= style.px(22.0) as i32 {
+                let label: String = token.piece.chars().take(4).collect();
+                area.draw(&Text::new(
+                    label,
+                    (x + cell_w / 2, y + cell_h / 2),
+                    style.text_centered(9.0, INK),
+                ))?;
+            }
+            let trained = if output.misshift {
+                token.trained_misshifted
+            } else {
+                token.trained
+            };
+            let mark_y = y + cell_h + style.offset(1.0);
+            let mark = [(x + 1, mark_y), (x + cell_w - 1, mark_y + mark_h)];
+            if trained {
+                let wrong = output.misshift && token.role != SpanRole::Action;
+                let color = if wrong { RED } else { GREEN };
+                area.draw(&Rectangle::new(mark, color.filled()))?;
+            } else if output.misshift && token.trained {
+                area.draw(&Rectangle::new(mark, style.line(RED, 1.0)))?;
+            } else {
+                area.draw(&Rectangle::new(mark, LIGHT.mix(0.3).filled()))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::query;
+
+    fn compute_at(query_text: &str) -> Output {
+        TokenLedger::compute(&State::from_pairs(
+            TokenLedger::META.controls,
+            &query::parse(query_text),
+            "",
+        ))
+        .unwrap()
+    }
+
+    #[test]
+    fn trainable_tokens_are_exactly_the_action_tokens() {
+        let output = compute_at("");
+        assert!(output.reward > 0.0, "the teacher solves the article's task");
+        let actions = output.count(SpanRole::Action);
+        assert!(actions > 0);
+        assert_eq!(output.trainable, actions);
+        assert!(
+            output
+                .tokens
+                .iter()
+                .all(|t| t.trained == (t.role == SpanRole::Action))
+        );
+    }
+
+    #[test]
+    fn the_unshifted_mask_trains_observation_tokens_and_misses_action_starts() {
+        let output = compute_at("misshift=1");
+        let readouts = TokenLedger::readouts(&output);
+        let value = |name: &str| {
+            readouts
+                .iter()
+                .find(|r| r.id == format!("token-ledger-{name}"))
+                .unwrap()
+                .value
+        };
+        // Each action span loses its first token, and the token after it (a tool
+        // result) is trained instead, except after the final call, which ends the
+        // episode.
+        let spans_followed = output
+            .tokens
+            .windows(2)
+            .filter(|w| w[0].role == SpanRole::Action && w[1].role != SpanRole::Action)
+            .count();
+        assert_eq!(value("misshift-wrong"), spans_followed as f64);
+        assert_eq!(value("misshift-missed"), value("turns"));
+        assert!(spans_followed >= 1);
+    }
+
+    #[test]
+    fn the_window_stays_inside_the_episode() {
+        let output = compute_at("from=2048");
+        assert!(output.from < output.tokens.len());
+    }
+}

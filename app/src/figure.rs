@@ -1,0 +1,551 @@
+//! What every figure is made of: its controls, its state, its readouts, its drawing.
+//!
+//! A figure is a unit type implementing [`Figure`]: a static description ([`Meta`]:
+//! id, title, controls with their defaults, the caption), a computation from a
+//! [`State`] (which goes through [`crate::compute::compute`]), the numbers it reads
+//! out, and a drawing generic over plotters' `DrawingBackend`. The browser draws on a
+//! canvas; tests and the export button render the same drawing to SVG.
+//!
+//! The state is the controls' values as text, exactly as they appear in the URL, so
+//! writing and reading the query string is lossless.
+
+use arlbook_core::error::FieldError;
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+use crate::plot::Style;
+
+/// How a control is shown and what values it accepts.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ControlKind {
+    /// A range slider; values are clamped to `[min, max]`.
+    Slider {
+        /// Smallest value.
+        min: f64,
+        /// Largest value.
+        max: f64,
+        /// Step of the slider (values in the URL may be finer).
+        step: f64,
+    },
+    /// A checkbox; `1` or `0`.
+    Toggle,
+    /// One of a fixed list of values.
+    Choice(&'static [&'static str]),
+    /// A comma-separated list of numbers, edited as text.
+    List,
+}
+
+/// One control of a figure.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Control {
+    /// Key in the state and the URL (`p`, `qa`).
+    pub key: &'static str,
+    /// Label shown next to it.
+    pub label: &'static str,
+    /// Its kind.
+    pub kind: ControlKind,
+    /// Default value, as text.
+    pub default: &'static str,
+}
+
+/// A slider control.
+pub const fn slider(
+    key: &'static str,
+    label: &'static str,
+    min: f64,
+    max: f64,
+    step: f64,
+    default: &'static str,
+) -> Control {
+    Control {
+        key,
+        label,
+        kind: ControlKind::Slider { min, max, step },
+        default,
+    }
+}
+
+/// A checkbox control (`default` is `"0"` or `"1"`).
+pub const fn toggle(key: &'static str, label: &'static str, default: &'static str) -> Control {
+    Control {
+        key,
+        label,
+        kind: ControlKind::Toggle,
+        default,
+    }
+}
+
+/// A choice among fixed values.
+pub const fn choice(
+    key: &'static str,
+    label: &'static str,
+    options: &'static [&'static str],
+    default: &'static str,
+) -> Control {
+    Control {
+        key,
+        label,
+        kind: ControlKind::Choice(options),
+        default,
+    }
+}
+
+/// A comma-separated list of numbers.
+pub const fn list(key: &'static str, label: &'static str, default: &'static str) -> Control {
+    Control {
+        key,
+        label,
+        kind: ControlKind::List,
+        default,
+    }
+}
+
+/// The static description of a figure.
+#[derive(Debug, Clone, Copy)]
+pub struct Meta {
+    /// Identifier used in element ids and in `/embed/<id>`.
+    pub id: &'static str,
+    /// Title above the figure.
+    pub title: &'static str,
+    /// "What to try": a short caption under the figure.
+    pub caption: &'static str,
+    /// The controls, in the order they are shown.
+    pub controls: &'static [Control],
+    /// Height divided by width of the drawing.
+    pub aspect: f64,
+    /// Panels side by side (stacked on narrow screens).
+    pub panels: usize,
+}
+
+impl Meta {
+    /// Height divided by width at a CSS width of `css_width` pixels: the wide layout,
+    /// or panels stacked (each 0.62 of the width tall) below [`NARROW_WIDTH`].
+    pub fn aspect_at(&self, css_width: f64) -> f64 {
+        if is_narrow(css_width) && self.panels > 1 {
+            0.62 * self.panels as f64
+        } else {
+            self.aspect
+        }
+    }
+}
+
+/// Below this CSS width, multi-panel figures stack their panels.
+pub const NARROW_WIDTH: f64 = 560.0;
+
+/// Whether a figure `css_width` pixels wide uses the stacked layout.
+pub fn is_narrow(css_width: f64) -> bool {
+    css_width < NARROW_WIDTH
+}
+
+/// The values of a figure's controls, as text, in the order of its controls.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct State {
+    values: Vec<(&'static str, String)>,
+}
+
+impl State {
+    /// Every control at its default.
+    pub fn defaults(controls: &'static [Control]) -> Self {
+        Self {
+            values: controls
+                .iter()
+                .map(|c| (c.key, c.default.to_owned()))
+                .collect(),
+        }
+    }
+
+    /// Reads the controls from URL pairs whose keys start with `prefix` (`""` for none).
+    /// Unknown keys are ignored; a value a control cannot take keeps the default, and a
+    /// slider value outside its range is clamped, so any link opens some valid view.
+    pub fn from_pairs(
+        controls: &'static [Control],
+        pairs: &[(String, String)],
+        prefix: &str,
+    ) -> Self {
+        let mut state = Self::defaults(controls);
+        for (key, value) in pairs {
+            let Some(bare) = key.strip_prefix(prefix) else {
+                continue;
+            };
+            if let Some(control) = controls.iter().find(|c| c.key == bare)
+                && let Some(accepted) = accept(control.kind, value)
+            {
+                state.set(control.key, accepted);
+            }
+        }
+        state
+    }
+
+    /// The pairs to write into the URL, keys prefixed with `prefix`.
+    pub fn to_pairs(&self, prefix: &str) -> Vec<(String, String)> {
+        self.values
+            .iter()
+            .map(|(key, value)| (format!("{prefix}{key}"), value.clone()))
+            .collect()
+    }
+
+    /// The text value of control `key` (empty if there is no such control).
+    pub fn get(&self, key: &str) -> &str {
+        self.values
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map_or("", |(_, v)| v.as_str())
+    }
+
+    /// Sets control `key` (ignored if there is no such control).
+    pub fn set(&mut self, key: &str, value: String) {
+        if let Some(slot) = self.values.iter_mut().find(|(k, _)| *k == key) {
+            slot.1 = value;
+        }
+    }
+
+    /// Control `key` as a number; a slider's value was validated on the way in.
+    pub fn number(&self, key: &str) -> Result<f64, FieldError> {
+        let text = self.get(key).trim();
+        text.parse::<f64>()
+            .ok()
+            .filter(|v| v.is_finite())
+            .ok_or_else(|| FieldError::new(key, format!("`{text}` is not a number")))
+    }
+
+    /// Control `key` as a count (a slider with integer steps).
+    pub fn count(&self, key: &str) -> Result<usize, FieldError> {
+        let value = self.number(key)?;
+        if value < 0.0 || value.fract() != 0.0 {
+            return Err(FieldError::new(key, "must be a whole number >= 0"));
+        }
+        Ok(value as usize)
+    }
+
+    /// Control `key` as a checkbox.
+    pub fn flag(&self, key: &str) -> bool {
+        matches!(self.get(key), "1" | "true" | "on")
+    }
+
+    /// Control `key` as a comma-separated list of numbers; the error names the element
+    /// (`rewards[2]`).
+    pub fn list(&self, key: &str) -> Result<Vec<f64>, FieldError> {
+        let text = self.get(key);
+        if text.trim().is_empty() {
+            return Err(FieldError::new(key, "the list is empty"));
+        }
+        text.split(',')
+            .enumerate()
+            .map(|(i, item)| {
+                let item = item.trim();
+                item.parse::<f64>()
+                    .ok()
+                    .filter(|v| v.is_finite())
+                    .ok_or_else(|| {
+                        FieldError::new(format!("{key}[{i}]"), format!("`{item}` is not a number"))
+                    })
+            })
+            .collect()
+    }
+}
+
+impl State {
+    /// Control `key` as groups of numbers: groups separated by `;`, numbers by `,`
+    /// (`1,0,0,0; 1,1,0,1`). The error names the element (`rewards[1][2]`).
+    pub fn groups(&self, key: &str) -> Result<Vec<Vec<f64>>, FieldError> {
+        let text = self.get(key);
+        text.split(';')
+            .enumerate()
+            .map(|(g, group)| {
+                if group.trim().is_empty() {
+                    return Err(FieldError::new(format!("{key}[{g}]"), "the group is empty"));
+                }
+                group
+                    .split(',')
+                    .enumerate()
+                    .map(|(i, item)| {
+                        let item = item.trim();
+                        item.parse::<f64>()
+                            .ok()
+                            .filter(|v| v.is_finite())
+                            .ok_or_else(|| {
+                                FieldError::new(
+                                    format!("{key}[{g}][{i}]"),
+                                    format!("`{item}` is not a number"),
+                                )
+                            })
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+}
+
+/// The value a control stores for URL text `value`, or `None` to keep the default.
+fn accept(kind: ControlKind, value: &str) -> Option<String> {
+    let value = value.trim();
+    match kind {
+        ControlKind::Slider { min, max, .. } => {
+            let number = value.parse::<f64>().ok().filter(|v| v.is_finite())?;
+            if number < min {
+                Some(format_number(min))
+            } else if number > max {
+                Some(format_number(max))
+            } else {
+                Some(value.to_owned())
+            }
+        }
+        ControlKind::Toggle => match value {
+            "1" | "true" | "on" => Some("1".to_owned()),
+            "0" | "false" | "off" => Some("0".to_owned()),
+            _ => None,
+        },
+        ControlKind::Choice(options) => options
+            .iter()
+            .find(|o| **o == value)
+            .map(|o| (*o).to_owned()),
+        ControlKind::List => Some(value.to_owned()),
+    }
+}
+
+/// A number read out under a figure, with a stable element id for tests.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Readout {
+    /// Element id (`bandit-exact`).
+    pub id: String,
+    /// What it is, in words or symbols.
+    pub label: String,
+    /// The value, at full precision (shown rounded; kept whole in `data-value`).
+    pub value: f64,
+}
+
+impl Readout {
+    /// A readout of figure `figure` named `name`: its id is `figure-name`.
+    pub fn new(figure: &str, name: &str, label: impl Into<String>, value: f64) -> Self {
+        Self {
+            id: format!("{figure}-{name}"),
+            label: label.into(),
+            value,
+        }
+    }
+
+    /// The value as shown.
+    pub fn text(&self) -> String {
+        format_number(self.value)
+    }
+}
+
+/// A number as the page shows it: at most four decimals, trailing zeros dropped.
+pub fn format_number(value: f64) -> String {
+    if !value.is_finite() {
+        return "—".to_owned();
+    }
+    let text = format!("{value:.4}");
+    let text = text.trim_end_matches('0').trim_end_matches('.');
+    if text == "-0" {
+        "0".to_owned()
+    } else {
+        text.to_owned()
+    }
+}
+
+/// The result of drawing on backend `DB`.
+pub type DrawResult<DB> = Result<(), DrawingAreaErrorKind<<DB as DrawingBackend>::ErrorType>>;
+
+/// A figure: description, computation, readouts and drawing.
+pub trait Figure: Sync + 'static {
+    /// What its computation produces and its drawing reads.
+    type Output;
+    /// Its static description.
+    const META: Meta;
+    /// Computes the figure's numbers for a state (through the compute API).
+    fn compute(state: &State) -> Result<Self::Output, FieldError>;
+    /// The key numbers shown under the figure.
+    fn readouts(output: &Self::Output) -> Vec<Readout>;
+    /// Draws the figure on `area`.
+    fn draw<DB: DrawingBackend>(
+        output: &Self::Output,
+        area: &DrawingArea<DB, Shift>,
+        style: &Style,
+    ) -> DrawResult<DB>;
+}
+
+/// A computed figure, ready to be read out and drawn on any backend.
+pub trait Evaluated {
+    /// The readouts.
+    fn readouts(&self) -> Vec<Readout>;
+    /// The drawing as an SVG document of `width` × `height` pixels.
+    fn svg(&self, width: u32, height: u32) -> Result<String, String>;
+    /// Draws on a canvas whose pixel size is already set; `scale` is its device pixel
+    /// ratio, `narrow` selects the stacked layout.
+    #[cfg(target_arch = "wasm32")]
+    fn draw_canvas(
+        &self,
+        canvas: web_sys::HtmlCanvasElement,
+        scale: f64,
+        narrow: bool,
+    ) -> Result<(), String>;
+}
+
+/// A figure without its type: what the page and the exporter hold.
+pub trait AnyFigure: Sync {
+    /// Its static description.
+    fn meta(&self) -> &'static Meta;
+    /// Computes it.
+    fn evaluate(&self, state: &State) -> Result<Box<dyn Evaluated>, FieldError>;
+}
+
+/// Wraps a [`Figure`] type as an [`AnyFigure`] value.
+pub struct Registered<F>(pub std::marker::PhantomData<F>);
+
+impl<F: Figure> AnyFigure for Registered<F> {
+    fn meta(&self) -> &'static Meta {
+        &F::META
+    }
+
+    fn evaluate(&self, state: &State) -> Result<Box<dyn Evaluated>, FieldError> {
+        Ok(Box::new(Evaluation::<F> {
+            output: F::compute(state)?,
+        }))
+    }
+}
+
+struct Evaluation<F: Figure> {
+    output: F::Output,
+}
+
+impl<F: Figure> Evaluated for Evaluation<F> {
+    fn readouts(&self) -> Vec<Readout> {
+        F::readouts(&self.output)
+    }
+
+    fn svg(&self, width: u32, height: u32) -> Result<String, String> {
+        let mut text = String::new();
+        {
+            let root = SVGBackend::with_string(&mut text, (width, height)).into_drawing_area();
+            root.fill(&WHITE).map_err(|e| e.to_string())?;
+            F::draw(&self.output, &root, &Style::new(1.0)).map_err(|e| e.to_string())?;
+            root.present().map_err(|e| e.to_string())?;
+        }
+        Ok(text)
+    }
+
+    #[cfg(target_arch = "wasm32")]
+    fn draw_canvas(
+        &self,
+        canvas: web_sys::HtmlCanvasElement,
+        scale: f64,
+        narrow: bool,
+    ) -> Result<(), String> {
+        let backend = plotters_canvas::CanvasBackend::with_canvas_object(canvas)
+            .ok_or_else(|| "the canvas has no 2D context".to_owned())?;
+        let root = backend.into_drawing_area();
+        root.fill(&WHITE).map_err(|e| e.to_string())?;
+        let style = Style::new(scale).stacked(narrow);
+        F::draw(&self.output, &root, &style).map_err(|e| e.to_string())?;
+        root.present().map_err(|e| e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CONTROLS: &[Control] = &[
+        Control {
+            key: "p",
+            label: "p",
+            kind: ControlKind::Slider {
+                min: 0.0,
+                max: 1.0,
+                step: 0.01,
+            },
+            default: "0.5",
+        },
+        Control {
+            key: "loo",
+            label: "leave one out",
+            kind: ControlKind::Toggle,
+            default: "0",
+        },
+        Control {
+            key: "scale",
+            label: "scale",
+            kind: ControlKind::Choice(&["group", "batch"]),
+            default: "group",
+        },
+        Control {
+            key: "rewards",
+            label: "rewards",
+            kind: ControlKind::List,
+            default: "1,0,0,0",
+        },
+    ];
+
+    fn pairs(items: &[(&str, &str)]) -> Vec<(String, String)> {
+        items
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn state_reads_prefixed_keys_and_ignores_others() {
+        let state = State::from_pairs(
+            CONTROLS,
+            &pairs(&[("fig.p", "0.25"), ("p", "0.9"), ("other.scale", "batch")]),
+            "fig.",
+        );
+        assert_eq!(state.number("p").unwrap(), 0.25);
+        assert_eq!(state.get("scale"), "group");
+    }
+
+    #[test]
+    fn bad_values_keep_defaults_and_sliders_clamp() {
+        let state = State::from_pairs(
+            CONTROLS,
+            &pairs(&[("p", "7"), ("loo", "maybe"), ("scale", "galaxy")]),
+            "",
+        );
+        assert_eq!(state.get("p"), "1");
+        assert!(!state.flag("loo"));
+        assert_eq!(state.get("scale"), "group");
+        let state = State::from_pairs(CONTROLS, &pairs(&[("p", "NaN")]), "");
+        assert_eq!(state.get("p"), "0.5");
+    }
+
+    #[test]
+    fn state_round_trips_through_pairs() {
+        let mut state = State::defaults(CONTROLS);
+        state.set("rewards", "1, 1,0".to_owned());
+        state.set("loo", "1".to_owned());
+        let back = State::from_pairs(CONTROLS, &state.to_pairs("x."), "x.");
+        assert_eq!(back, state);
+        assert_eq!(back.list("rewards").unwrap(), vec![1.0, 1.0, 0.0]);
+    }
+
+    #[test]
+    fn groups_split_on_semicolons_and_name_bad_elements() {
+        let mut state = State::defaults(CONTROLS);
+        state.set("rewards", "1,0; 0.5 ,1,1".to_owned());
+        assert_eq!(
+            state.groups("rewards").unwrap(),
+            vec![vec![1.0, 0.0], vec![0.5, 1.0, 1.0]]
+        );
+        state.set("rewards", "1,0;1,y".to_owned());
+        assert_eq!(state.groups("rewards").unwrap_err().field, "rewards[1][1]");
+        state.set("rewards", "1,0;".to_owned());
+        assert_eq!(state.groups("rewards").unwrap_err().field, "rewards[1]");
+    }
+
+    #[test]
+    fn list_error_names_the_element() {
+        let mut state = State::defaults(CONTROLS);
+        state.set("rewards", "1,0,x".to_owned());
+        assert_eq!(state.list("rewards").unwrap_err().field, "rewards[2]");
+    }
+
+    #[test]
+    fn numbers_are_shown_with_at_most_four_decimals() {
+        assert_eq!(format_number(0.1), "0.1");
+        assert_eq!(format_number(0.288_675_134_594_812_9), "0.2887");
+        assert_eq!(format_number(-0.000_01), "0");
+        assert_eq!(format_number(24.0), "24");
+        assert_eq!(format_number(f64::NAN), "—");
+    }
+}

@@ -1,0 +1,221 @@
+//! Shared drawing style: colours, font sizes and line widths scaled for the target.
+//!
+//! The browser draws in device pixels (a canvas of `css width × devicePixelRatio`), so
+//! every size goes through [`Style::px`]; SVG export uses a scale of 1.
+
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+
+/// Dark text and axes.
+pub const INK: RGBColor = RGBColor(0x1d, 0x23, 0x30);
+/// Secondary text.
+pub const MUTED: RGBColor = RGBColor(0x5b, 0x64, 0x73);
+/// First series (blue).
+pub const BLUE: RGBColor = RGBColor(0x24, 0x56, 0xc9);
+/// Second series (orange).
+pub const ORANGE: RGBColor = RGBColor(0xd9, 0x6c, 0x1e);
+/// Third series (green).
+pub const GREEN: RGBColor = RGBColor(0x2e, 0x8b, 0x57);
+/// Fourth series, and warnings (red).
+pub const RED: RGBColor = RGBColor(0xb3, 0x26, 0x1e);
+/// Fifth series (purple).
+pub const PURPLE: RGBColor = RGBColor(0x7b, 0x3f, 0xb0);
+/// Reference lines.
+pub const LIGHT: RGBColor = RGBColor(0xa0, 0xa6, 0xb2);
+/// Light shading.
+pub const SHADE: RGBColor = RGBColor(0xe6, 0xe8, 0xee);
+
+/// The series colours in order.
+pub const SERIES: [RGBColor; 5] = [BLUE, ORANGE, GREEN, RED, PURPLE];
+
+/// Sizes for one rendering target.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Style {
+    /// Device pixels per CSS pixel.
+    pub scale: f64,
+    /// A phone-width target: side-by-side panels are stacked instead.
+    pub narrow: bool,
+}
+
+impl Style {
+    /// A style for `scale` device pixels per CSS pixel (1 for SVG).
+    pub fn new(scale: f64) -> Self {
+        Self {
+            scale: if scale.is_finite() && scale > 0.0 {
+                scale
+            } else {
+                1.0
+            },
+            narrow: false,
+        }
+    }
+
+    /// The same style for a narrow target (panels stacked).
+    #[must_use]
+    pub fn stacked(mut self, narrow: bool) -> Self {
+        self.narrow = narrow;
+        self
+    }
+
+    /// Rows and columns for `panels` panels side by side (stacked when narrow).
+    pub fn grid(&self, panels: usize) -> (usize, usize) {
+        let panels = panels.max(1);
+        if self.narrow {
+            (panels, 1)
+        } else {
+            (1, panels)
+        }
+    }
+
+    /// `css_px` CSS pixels in device pixels.
+    pub fn px(&self, css_px: f64) -> u32 {
+        (css_px * self.scale).round().max(1.0) as u32
+    }
+
+    /// `css_px` as a signed device-pixel offset.
+    pub fn offset(&self, css_px: f64) -> i32 {
+        (css_px * self.scale).round() as i32
+    }
+
+    /// Body text of `size` CSS pixels.
+    pub fn text(&self, size: f64) -> TextStyle<'static> {
+        ("sans-serif", size * self.scale).into_font().color(&INK)
+    }
+
+    /// Body text in `color`.
+    pub fn text_colored(&self, size: f64, color: RGBColor) -> TextStyle<'static> {
+        ("sans-serif", size * self.scale).into_font().color(&color)
+    }
+
+    /// Centred text (for labels inside cells).
+    pub fn text_centered(&self, size: f64, color: RGBColor) -> TextStyle<'static> {
+        self.text_colored(size, color)
+            .pos(Pos::new(HPos::Center, VPos::Center))
+    }
+
+    /// A line of `width` CSS pixels.
+    pub fn line(&self, color: RGBColor, width: f64) -> ShapeStyle {
+        color.stroke_width(self.px(width))
+    }
+
+    /// Margin around a chart, in device pixels.
+    pub fn margin(&self) -> u32 {
+        self.px(10.0)
+    }
+
+    /// Room for axis labels, in device pixels.
+    pub fn label_area(&self) -> u32 {
+        self.px(42.0)
+    }
+}
+
+/// An axis tick label: at most four decimals, no `-0`.
+#[allow(clippy::trivially_copy_pass_by_ref)] // plotters passes tick values by reference
+pub fn axis_label(value: &f64) -> String {
+    crate::figure::format_number(*value)
+}
+
+/// A colour between white (t = 0) and `color` (t = 1).
+pub fn tint(color: RGBColor, t: f64) -> RGBColor {
+    let t = t.clamp(0.0, 1.0);
+    let mix = |c: u8| (255.0 - (255.0 - f64::from(c)) * t).round() as u8;
+    RGBColor(mix(color.0), mix(color.1), mix(color.2))
+}
+
+/// A diverging colour for `value` in `[-limit, limit]`: blue for positive, red for
+/// negative, white at 0.
+pub fn diverging(value: f64, limit: f64) -> RGBColor {
+    if limit <= 0.0 || !value.is_finite() {
+        return WHITE;
+    }
+    let t = (value / limit).clamp(-1.0, 1.0);
+    if t >= 0.0 {
+        tint(BLUE, t)
+    } else {
+        tint(RED, -t)
+    }
+}
+
+/// `[lo, hi]` widened by 8% on each side (and made non-empty).
+pub fn padded(lo: f64, hi: f64) -> std::ops::Range<f64> {
+    let (lo, hi) = if hi > lo {
+        (lo, hi)
+    } else {
+        (lo - 0.5, lo + 0.5)
+    };
+    let pad = (hi - lo) * 0.08;
+    (lo - pad)..(hi + pad)
+}
+
+/// The smallest and largest finite values (`(0, 0)` if none).
+pub fn extent(values: impl IntoIterator<Item = f64>) -> (f64, f64) {
+    let mut lo = f64::INFINITY;
+    let mut hi = f64::NEG_INFINITY;
+    for v in values.into_iter().filter(|v| v.is_finite()) {
+        lo = lo.min(v);
+        hi = hi.max(v);
+    }
+    if lo > hi { (0.0, 0.0) } else { (lo, hi) }
+}
+
+/// Counts of `values` in `bins` equal bins over `range`: `(bin start, bin end, count)`.
+/// Values outside the range go to the nearest end bin.
+pub fn histogram(
+    values: &[f64],
+    range: std::ops::Range<f64>,
+    bins: usize,
+) -> Vec<(f64, f64, usize)> {
+    let bins = bins.max(1);
+    let width = (range.end - range.start) / bins as f64;
+    let mut counts = vec![0_usize; bins];
+    for v in values.iter().filter(|v| v.is_finite()) {
+        let index = if width > 0.0 {
+            ((v - range.start) / width)
+                .floor()
+                .clamp(0.0, (bins - 1) as f64) as usize
+        } else {
+            0
+        };
+        counts[index] += 1;
+    }
+    counts
+        .into_iter()
+        .enumerate()
+        .map(|(i, n)| {
+            let from = range.start + width * i as f64;
+            (from, from + width, n)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn histogram_counts_every_value_once() {
+        let bins = histogram(&[0.0, 0.1, 0.5, 0.99, 2.0, -1.0], 0.0..1.0, 4);
+        assert_eq!(bins.iter().map(|b| b.2).sum::<usize>(), 6);
+        assert_eq!(bins[0].2, 3);
+        assert_eq!(bins[3].2, 2);
+    }
+
+    use super::*;
+
+    #[test]
+    fn diverging_is_white_at_zero_and_saturates() {
+        assert_eq!(diverging(0.0, 1.0), WHITE);
+        assert_eq!(diverging(5.0, 1.0), BLUE);
+        assert_eq!(diverging(-5.0, 1.0), RED);
+    }
+
+    #[test]
+    fn padded_range_is_never_empty() {
+        let r = padded(1.0, 1.0);
+        assert!(r.start < 1.0 && r.end > 1.0);
+    }
+
+    #[test]
+    fn extent_skips_non_finite() {
+        assert_eq!(extent([1.0, f64::NAN, -2.0, f64::INFINITY]), (-2.0, 1.0));
+        assert_eq!(extent([]), (0.0, 0.0));
+    }
+}

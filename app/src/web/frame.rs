@@ -1,0 +1,279 @@
+//! The frame every figure sits in: title, backend badge, controls, the canvas, the
+//! readouts, the caption, and the export and sharing buttons.
+//!
+//! Moving a control updates the figure's [`State`] signal and the URL; one effect
+//! recomputes (through [`crate::compute`]), refreshes the readouts and redraws the
+//! canvas at the device pixel ratio.
+
+use leptos::prelude::*;
+
+use super::browser;
+use crate::chapters;
+use crate::compute;
+use crate::figure::{AnyFigure, Control, ControlKind, Readout, State, format_number, is_narrow};
+
+/// Width of the SVG export, in pixels.
+const EXPORT_WIDTH: u32 = 900;
+
+/// The URL prefix of a figure's keys: none on its embed page, `id.` in a chapter.
+fn prefix(id: &str, embed: bool) -> String {
+    if embed {
+        String::new()
+    } else {
+        format!("{id}.")
+    }
+}
+
+/// One figure with its frame.
+#[component]
+pub fn FigureFrame(figure: &'static dyn AnyFigure, embed: bool) -> impl IntoView {
+    let meta = figure.meta();
+    let id = meta.id;
+    let state = RwSignal::new(State::from_pairs(
+        meta.controls,
+        &browser::query_pairs(),
+        &prefix(id, embed),
+    ));
+    let readouts = RwSignal::new(Vec::<Readout>::new());
+    let error = RwSignal::new(None::<String>);
+    let redraw_ms = RwSignal::new(0.0_f64);
+    let resized = RwSignal::new(0_u32);
+    let canvas_ref = NodeRef::<leptos::html::Canvas>::new();
+
+    let _ = window_event_listener(leptos::ev::resize, move |_| {
+        resized.update(|n| *n = n.wrapping_add(1));
+    });
+
+    Effect::new(move |_| {
+        let current = state.get();
+        resized.track();
+        let Some(canvas) = canvas_ref.get() else {
+            return;
+        };
+        let started = browser::now_ms();
+        match figure.evaluate(&current) {
+            Ok(evaluated) => {
+                readouts.set(evaluated.readouts());
+                let dpr = window().device_pixel_ratio();
+                let css_width = f64::from(canvas.client_width().max(240));
+                let aspect = meta.aspect_at(css_width);
+                let css_height = (css_width * aspect).round();
+                let _ = canvas.set_attribute("style", &format!("aspect-ratio: 1 / {aspect}"));
+                canvas.set_width((css_width * dpr).round() as u32);
+                canvas.set_height((css_height * dpr).round() as u32);
+                match evaluated.draw_canvas(canvas, dpr, is_narrow(css_width)) {
+                    Ok(()) => error.set(None),
+                    Err(message) => error.set(Some(format!("drawing failed: {message}"))),
+                }
+            }
+            Err(err) => error.set(Some(format!("{}: {}", err.field, err.message))),
+        }
+        redraw_ms.set(browser::now_ms() - started);
+    });
+
+    view! {
+        <figure class="figure" id=id data-redraw-ms=move || format!("{:.1}", redraw_ms.get())>
+            <header class="figure-head">
+                <h3>{meta.title}</h3>
+                <span class="badge" id=format!("{id}-backend") title="where the numbers were computed">
+                    {compute::backend().label()}
+                </span>
+            </header>
+            <div class="controls">
+                {meta
+                    .controls
+                    .iter()
+                    .map(|control| control_view(id, embed, control, state))
+                    .collect_view()}
+            </div>
+            <canvas
+                node_ref=canvas_ref
+                class="plot"
+                id=format!("{id}-canvas")
+                style=format!("aspect-ratio: 1 / {}", meta.aspect)
+                role="img"
+                aria-label=meta.title
+            ></canvas>
+            <p class="error" id=format!("{id}-error") hidden=move || error.get().is_none()>
+                {move || error.get().unwrap_or_default()}
+            </p>
+            <dl class="readouts">
+                {move || {
+                    readouts
+                        .get()
+                        .into_iter()
+                        .map(|r| {
+                            let text = r.text();
+                            view! {
+                                <div class="readout">
+                                    <dt>{r.label}</dt>
+                                    <dd id=r.id data-value=r.value.to_string()>{text}</dd>
+                                </div>
+                            }
+                        })
+                        .collect_view()
+                }}
+            </dl>
+            <figcaption>
+                <strong>"What to try. "</strong>
+                {meta.caption}
+            </figcaption>
+            <Actions figure=figure embed=embed state=state canvas_ref=canvas_ref error=error/>
+        </figure>
+    }
+}
+
+/// Export and sharing buttons, and the embed code.
+#[component]
+fn Actions(
+    figure: &'static dyn AnyFigure,
+    embed: bool,
+    state: RwSignal<State>,
+    canvas_ref: NodeRef<leptos::html::Canvas>,
+    error: RwSignal<Option<String>>,
+) -> impl IntoView {
+    let meta = figure.meta();
+    let id = meta.id;
+    let export_svg = move |_| {
+        let current = state.get_untracked();
+        let height = (f64::from(EXPORT_WIDTH) * meta.aspect).round() as u32;
+        let result = figure
+            .evaluate(&current)
+            .map_err(|e| e.message)
+            .and_then(|evaluated| evaluated.svg(EXPORT_WIDTH, height))
+            .and_then(|svg| {
+                browser::download_text(&svg, "image/svg+xml", &format!("{id}.svg"))
+                    .map_err(|_| "the browser refused the download".to_owned())
+            });
+        if let Err(message) = result {
+            error.set(Some(message));
+        }
+    };
+    let export_png = move |_| {
+        if let Some(canvas) = canvas_ref.get_untracked()
+            && let Ok(url) = canvas.to_data_url()
+        {
+            browser::download_url(&url, &format!("{id}.png"));
+        }
+    };
+    let embed_url = move || {
+        let query = crate::query::format(&state.get().to_pairs(""));
+        format!("{}/embed/{id}?{query}", browser::origin())
+    };
+    let embed_code = move || {
+        let height = (720.0 * meta.aspect).round() as u32 + 420;
+        format!(
+            "<iframe src=\"{}\" width=\"760\" height=\"{height}\" style=\"border:0\" \
+             title=\"{}\"></iframe>",
+            embed_url(),
+            crate::mathml::escape(meta.title)
+        )
+    };
+    let back_link = move || {
+        let chapter = chapters::chapter_of(id).map_or("", |c| c.id);
+        let query = crate::query::format(&state.get().to_pairs(&prefix(id, false)));
+        format!("/chapter/{chapter}?{query}#{id}")
+    };
+
+    view! {
+            <div class="actions">
+            <button type="button" on:click=export_svg>"Export SVG"</button>
+            <button type="button" on:click=export_png>"Export PNG"</button>
+            <button type="button" on:click=move |_| browser::copy_text(&embed_url())>
+                "Copy link"
+            </button>
+            <button type="button" on:click=move |_| browser::copy_text(&embed_code())>
+                "Copy embed code"
+            </button>
+            {embed.then(|| view! { <a class="back" href=back_link>"Read it in its chapter"</a> })}
+        </div>
+        <details class="embed-code">
+            <summary>"Embed code"</summary>
+            <textarea readonly id=format!("{id}-embed-code") prop:value=embed_code></textarea>
+        </details>
+    }
+}
+
+/// Sets control `key` and mirrors the figure's state in the URL.
+fn update(id: &str, embed: bool, state: RwSignal<State>, key: &str, value: String) {
+    state.update(|s| s.set(key, value));
+    let pairs = state.with_untracked(|s| s.to_pairs(&prefix(id, embed)));
+    browser::write_query(&prefix(id, embed), pairs);
+}
+
+fn control_view(
+    id: &'static str,
+    embed: bool,
+    control: &'static Control,
+    state: RwSignal<State>,
+) -> AnyView {
+    let key = control.key;
+    let element_id = format!("{id}-input-{key}");
+    let value = move || state.with(|s| s.get(key).to_owned());
+    match control.kind {
+        ControlKind::Slider { min, max, step } => view! {
+            <div class="control">
+                <label for=element_id.clone()>{control.label}</label>
+                <input
+                    type="range"
+                    id=element_id.clone()
+                    min=format_number(min)
+                    max=format_number(max)
+                    step=step.to_string()
+                    prop:value=value
+                    on:input=move |ev| update(id, embed, state, key, event_target_value(&ev))
+                />
+                <output for=element_id>{value}</output>
+            </div>
+        }
+        .into_any(),
+        ControlKind::Toggle => view! {
+            <div class="control">
+                <label>
+                    <input
+                        type="checkbox"
+                        id=element_id
+                        prop:checked=move || state.with(|s| s.flag(key))
+                        on:change=move |ev| {
+                            let on = event_target_checked(&ev);
+                            update(id, embed, state, key, if on { "1" } else { "0" }.to_owned());
+                        }
+                    />
+                    " "
+                    {control.label}
+                </label>
+            </div>
+        }
+        .into_any(),
+        ControlKind::Choice(options) => view! {
+            <div class="control">
+                <label for=element_id.clone()>{control.label}</label>
+                <select
+                    id=element_id
+                    prop:value=value
+                    on:change=move |ev| update(id, embed, state, key, event_target_value(&ev))
+                >
+                    {options
+                        .iter()
+                        .map(|o| view! { <option value=*o selected=move || state.with(|s| s.get(key) == *o)>{*o}</option> })
+                        .collect_view()}
+                </select>
+            </div>
+        }
+        .into_any(),
+        ControlKind::List => view! {
+            <div class="control">
+                <label for=element_id.clone()>{control.label}</label>
+                <input
+                    type="text"
+                    id=element_id
+                    inputmode="decimal"
+                    spellcheck="false"
+                    prop:value=value
+                    on:input=move |ev| update(id, embed, state, key, event_target_value(&ev))
+                />
+            </div>
+        }
+        .into_any(),
+    }
+}

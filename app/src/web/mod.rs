@@ -1,0 +1,148 @@
+//! The page (wasm32 only): routing on the path, the table of contents, chapter pages,
+//! `/embed/<figure>` and the compute explorer.
+//!
+//! Routes: `/` the contents, `/chapter/<id>` a chapter, `/embed/<figure>?<state>` one
+//! figure alone, `/explorer` the appendix. The server answers every unknown path with
+//! `index.html`, so each route is a full page load and links are plain anchors.
+
+use leptos::prelude::*;
+
+mod browser;
+mod explorer;
+mod frame;
+
+use crate::chapters::{self, Block, CHAPTERS, Chapter};
+use crate::mathml;
+use explorer::ComputeExplorer;
+use frame::FigureFrame;
+
+/// The whole notebook page, chosen by the URL's path.
+#[component]
+pub fn App() -> impl IntoView {
+    let path = browser::pathname();
+    let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
+    match parts.as_slice() {
+        [""] => view! { <Contents/> }.into_any(),
+        ["chapter", id] => match chapters::chapter(id) {
+            Some(chapter) => view! { <ChapterPage chapter=chapter/> }.into_any(),
+            None => view! { <NotFound path=path.clone()/> }.into_any(),
+        },
+        ["embed", id] => match chapters::figure(id) {
+            Some(figure) => view! {
+                <main class="embed">
+                    <FigureFrame figure=figure embed=true/>
+                </main>
+            }
+            .into_any(),
+            None => view! { <NotFound path=path.clone()/> }.into_any(),
+        },
+        ["explorer"] => view! {
+            <Masthead/>
+            <main>
+                <ComputeExplorer/>
+            </main>
+        }
+        .into_any(),
+        _ => view! { <NotFound path=path.clone()/> }.into_any(),
+    }
+}
+
+#[component]
+fn Masthead() -> impl IntoView {
+    view! {
+        <header class="masthead">
+            <a class="home" href="/">"arlbook"</a>
+            <span class="tagline">" · reinforcement learning for LLM agents, computed live"</span>
+        </header>
+    }
+}
+
+/// The table of contents.
+#[component]
+fn Contents() -> impl IntoView {
+    view! {
+        <header class="masthead title">
+            <h1>"arlbook"</h1>
+            <p class="tagline">
+                "A live notebook on reinforcement learning for LLM agents. Every number and "
+                "every figure is computed while you read, in this page, by the same Rust core "
+                "that the " <code>"arlbook"</code> " command line and server use."
+            </p>
+        </header>
+        <main>
+            <nav aria-label="Contents" id="contents">
+                <h2>"Contents"</h2>
+                <ol class="toc">
+                    {CHAPTERS
+                        .iter()
+                        .map(|c| {
+                            view! {
+                                <li>
+                                    <a href=format!("/chapter/{}", c.id)>{c.title}</a>
+                                    <p>{c.summary}</p>
+                                </li>
+                            }
+                        })
+                        .collect_view()}
+                </ol>
+                <p>
+                    "Appendix: the " <a href="/explorer">"compute explorer"</a>
+                    " runs any computation of the core on a request you edit."
+                </p>
+            </nav>
+        </main>
+    }
+}
+
+/// One chapter with its figures, and links to its neighbours.
+#[component]
+fn ChapterPage(chapter: &'static Chapter) -> impl IntoView {
+    let index = CHAPTERS
+        .iter()
+        .position(|c| c.id == chapter.id)
+        .unwrap_or(0);
+    let previous = index.checked_sub(1).and_then(|i| CHAPTERS.get(i));
+    let next = CHAPTERS.get(index + 1);
+    view! {
+        <Masthead/>
+        <main class="chapter" id=format!("chapter-{}", chapter.id)>
+            <p class="chapter-number">{format!("Chapter {}", index + 1)}</p>
+            <h1>{chapter.title}</h1>
+            {chapter.blocks.iter().map(block_view).collect_view()}
+            <nav class="pager" aria-label="Chapters">
+                {previous.map(|c| view! { <a rel="prev" href=format!("/chapter/{}", c.id)>"← " {c.title}</a> })}
+                <a href="/">"Contents"</a>
+                {next.map(|c| view! { <a rel="next" href=format!("/chapter/{}", c.id)>{c.title} " →"</a> })}
+            </nav>
+        </main>
+    }
+}
+
+fn block_view(block: &'static Block) -> AnyView {
+    match *block {
+        Block::Text(text) => match mathml::paragraph_html(text) {
+            Ok(html) => view! { <p inner_html=html></p> }.into_any(),
+            Err(err) => view! { <p class="error">{err}</p> }.into_any(),
+        },
+        Block::Display(tex) => match mathml::to_mathml(tex, true) {
+            Ok(html) => view! { <div class="display-math" inner_html=html></div> }.into_any(),
+            Err(err) => view! { <p class="error">{err}</p> }.into_any(),
+        },
+        Block::Heading(text) => view! { <h2>{text}</h2> }.into_any(),
+        Block::Figure(id) => match chapters::figure(id) {
+            Some(figure) => view! { <FigureFrame figure=figure embed=false/> }.into_any(),
+            None => view! { <p class="error">{format!("no figure `{id}`")}</p> }.into_any(),
+        },
+    }
+}
+
+#[component]
+fn NotFound(path: String) -> impl IntoView {
+    view! {
+        <Masthead/>
+        <main>
+            <h1>"Not found"</h1>
+            <p>{format!("Nothing lives at {path}. ")} <a href="/">"Back to the contents."</a></p>
+        </main>
+    }
+}

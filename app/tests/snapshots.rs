@@ -1,0 +1,54 @@
+//! Snapshot tests: every figure at its defaults, rendered to SVG by the same drawing
+//! code the browser runs on a canvas, compared with the file committed under
+//! `tests/snapshots/<figure>.svg`.
+//!
+//! A drawing change shows up as a diff of those files. To accept one, run
+//! `UPDATE_SNAPSHOTS=1 cargo test -p arlbook-app --test snapshots` and review the SVGs.
+
+use std::path::PathBuf;
+
+use arlbook_app::chapters::FIGURES;
+use arlbook_app::figure::State;
+
+const WIDTH: u32 = 900;
+
+fn snapshot_path(id: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests")
+        .join("snapshots")
+        .join(format!("{id}.svg"))
+}
+
+#[test]
+fn every_figure_matches_its_svg_snapshot() {
+    let update = std::env::var("UPDATE_SNAPSHOTS").is_ok_and(|v| v == "1");
+    let mut changed = Vec::new();
+    for figure in FIGURES {
+        let meta = figure.meta();
+        let evaluated = figure
+            .evaluate(&State::defaults(meta.controls))
+            .unwrap_or_else(|e| panic!("{}: {}", meta.id, e.message));
+        let height = (f64::from(WIDTH) * meta.aspect).round() as u32;
+        let svg = evaluated.svg(WIDTH, height).expect("rendering SVG");
+        assert!(
+            svg.contains("<svg") && svg.contains("</svg>"),
+            "{}",
+            meta.id
+        );
+        let path = snapshot_path(meta.id);
+        if update {
+            std::fs::write(&path, &svg).expect("writing the snapshot");
+            continue;
+        }
+        match std::fs::read_to_string(&path) {
+            Ok(expected) if expected == svg => {}
+            Ok(_) => changed.push(format!("{} differs from {}", meta.id, path.display())),
+            Err(_) => changed.push(format!("{} has no snapshot at {}", meta.id, path.display())),
+        }
+    }
+    assert!(
+        changed.is_empty(),
+        "{}\n(re-run with UPDATE_SNAPSHOTS=1 to accept the new drawings)",
+        changed.join("\n")
+    );
+}

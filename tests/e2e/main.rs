@@ -1,0 +1,261 @@
+//! The notebook in a real browser: the built bundle served by `arlbook serve`, opened in
+//! headless Chromium, with the numbers on the page checked.
+//!
+//! Runs only with `ARLBOOK_E2E=1` (set by `cargo xtask test` after it has built the
+//! bundle and found Chromium); otherwise it says so and passes. Settings:
+//! `ARLBOOK_WEB_DIR` (default `web/dist`), `ARLBOOK_CHROMIUM` (default
+//! `/usr/bin/chromium`), `ARLBOOK_E2E_OUT` (screenshots; default `target/e2e`).
+//!
+//! One test, one server, checks run in order and failures collected, so a single run
+//! reports every broken number at once.
+
+use std::path::PathBuf;
+
+use arlbook_app::chapters::{self, Block, CHAPTERS, FIGURES};
+use arlbook_app::figure::State;
+use arlbook_tests::browser;
+use arlbook_tests::cli::workspace_root;
+use arlbook_tests::http::Server;
+
+fn enabled() -> bool {
+    std::env::var("ARLBOOK_E2E").is_ok_and(|v| v == "1")
+}
+
+fn web_dir() -> PathBuf {
+    std::env::var_os("ARLBOOK_WEB_DIR")
+        .map_or_else(|| workspace_root().join("web").join("dist"), PathBuf::from)
+}
+
+fn out_dir() -> PathBuf {
+    std::env::var_os("ARLBOOK_E2E_OUT").map_or_else(
+        || workspace_root().join("target").join("e2e"),
+        PathBuf::from,
+    )
+}
+
+/// Checks collected over the run.
+struct Checks {
+    base: String,
+    failures: Vec<String>,
+}
+
+impl Checks {
+    fn load(&self, path: &str) -> String {
+        let dom = browser::dump_dom(&format!("{}{path}", self.base));
+        assert!(
+            dom.contains("<body"),
+            "chromium returned no page for {path}: {dom:.200}"
+        );
+        dom
+    }
+
+    fn number(&mut self, path: &str, dom: &str, id: &str, expected: f64, tolerance: f64) {
+        match browser::readout(dom, id) {
+            Some(value) if (value - expected).abs() <= tolerance => {}
+            Some(value) => self.failures.push(format!(
+                "{path}: {id} = {value}, expected {expected} ± {tolerance}"
+            )),
+            None => self.failures.push(format!("{path}: no readout {id}")),
+        }
+    }
+
+    fn no_error(&mut self, path: &str, dom: &str, figure: &str) {
+        let id = format!("{figure}-error");
+        if browser::attribute(dom, &id, "hidden").is_none() {
+            let message = browser::text(dom, &id).unwrap_or_default();
+            self.failures
+                .push(format!("{path}: figure {figure} shows an error: {message}"));
+        }
+    }
+}
+
+#[test]
+fn notebook_in_headless_chromium() {
+    if !enabled() {
+        eprintln!("browser tests skipped: `cargo xtask test` runs them (ARLBOOK_E2E=1)");
+        return;
+    }
+    let server = Server::serve_web(&web_dir());
+    let mut checks = Checks {
+        base: format!("http://{}", server.addr),
+        failures: Vec::new(),
+    };
+    article_numbers(&mut checks);
+    embed_state_is_restored(&mut checks);
+    page_numbers_match_the_native_computation(&mut checks);
+    chapters_load_with_their_figures(&mut checks);
+    assert!(
+        checks.failures.is_empty(),
+        "browser checks failed:\n{}",
+        checks.failures.join("\n")
+    );
+}
+
+/// The article's worked numbers, read off embed pages whose state is in the URL.
+fn article_numbers(checks: &mut Checks) {
+    let root3 = 3.0_f64.sqrt();
+    let cases: &[(&str, &[(&str, f64)])] = &[
+        (
+            "/embed/bandit?p=0.5&qa=0.75&qb=0.35",
+            &[("bandit-exact", 0.1)],
+        ),
+        (
+            "/embed/importance?mu=0.2&pi=0.6&qa=0.75&qb=0.35",
+            &[
+                ("importance-exact", 0.59),
+                ("importance-weight-a", 3.0),
+                ("importance-weight-b", 0.5),
+            ],
+        ),
+        (
+            "/embed/group-advantages?rewards=1,0,0,0",
+            &[
+                ("group-advantages-a-0-0", root3),
+                ("group-advantages-a-0-1", -1.0 / root3),
+            ],
+        ),
+        (
+            "/embed/reductions?lengths=2,4,4,6&rewards=1,0,0,0",
+            &[
+                ("reductions-loss-seq-mean-token-mean", 0.0),
+                ("reductions-loss-token-mean", 1.0 / (2.0 * root3)),
+                ("reductions-loss-dr_grpo", 1.0 / (3.0 * root3)),
+            ],
+        ),
+        (
+            "/embed/mixed-groups?p=0.5&g=4",
+            &[("mixed-groups-probability", 0.875)],
+        ),
+        (
+            "/embed/pass-at-k?n=10&c=2&k=3",
+            &[
+                ("pass-at-k-estimate", 1.0 - 56.0 / 120.0),
+                ("pass-at-k-plug-in", 1.0 - 0.8_f64.powi(3)),
+            ],
+        ),
+        (
+            "/embed/clip?eps_low=0.2&eps_high=0.28&p_old=0.01",
+            &[("clip-ratio-high", 1.28), ("clip-increment", 0.0028)],
+        ),
+    ];
+    for (path, expected) in cases {
+        let dom = checks.load(path);
+        for (id, value) in *expected {
+            checks.number(path, &dom, id, *value, 1e-12);
+        }
+    }
+}
+
+/// A link with state opens that view: the control shows the value and the numbers
+/// follow it, both on an embed page and (with prefixed keys) on a chapter page.
+fn embed_state_is_restored(checks: &mut Checks) {
+    let path = "/embed/bandit?p=0.3&qa=0.9&qb=0.35&n=8";
+    let dom = checks.load(path);
+    checks.number(path, &dom, "bandit-exact", 0.55 * 0.3 * 0.7, 1e-12);
+    checks.number(path, &dom, "bandit-n", 8.0, 0.0);
+    let shown = dom.contains("<output for=\"bandit-input-p\">0.3</output>");
+    if !shown {
+        checks
+            .failures
+            .push(format!("{path}: the p slider's output does not show 0.3"));
+    }
+    if !dom.contains("Read it in its chapter") {
+        checks
+            .failures
+            .push(format!("{path}: no link back to the chapter"));
+    }
+    let path = "/chapter/grpo?group-advantages.rewards=1,1,0,0&group-advantages.scale=none";
+    let dom = checks.load(path);
+    checks.number(path, &dom, "group-advantages-a-0-0", 0.5, 1e-12);
+    checks.number(
+        path,
+        &dom,
+        "reductions-loss-token-mean",
+        1.0 / (2.0 * 3.0_f64.sqrt()),
+        1e-12,
+    );
+}
+
+/// Every figure at its defaults: the page (core compiled to wasm32) shows the numbers
+/// that the same figure code computes natively.
+fn page_numbers_match_the_native_computation(checks: &mut Checks) {
+    for figure in FIGURES {
+        let meta = figure.meta();
+        let path = format!("/embed/{}", meta.id);
+        let dom = checks.load(&path);
+        checks.no_error(&path, &dom, meta.id);
+        let native = figure
+            .evaluate(&State::defaults(meta.controls))
+            .unwrap_or_else(|e| panic!("{}: {}", meta.id, e.message));
+        for readout in native.readouts() {
+            let tolerance = 1e-9 * readout.value.abs().max(1.0);
+            checks.number(&path, &dom, &readout.id, readout.value, tolerance);
+        }
+        let badge = browser::text(&dom, &format!("{}-backend", meta.id));
+        if badge.as_deref() != Some("CPU") {
+            checks
+                .failures
+                .push(format!("{path}: backend badge is {badge:?}"));
+        }
+    }
+}
+
+/// Every chapter opens, shows its title and its figures without errors; one
+/// screenshot each (and one at phone width) goes to the output folder.
+fn chapters_load_with_their_figures(checks: &mut Checks) {
+    let out = out_dir();
+    std::fs::create_dir_all(&out).expect("creating the screenshot folder");
+    let dom = checks.load("/");
+    for chapter in CHAPTERS {
+        if !dom.contains(&format!("href=\"/chapter/{}\"", chapter.id)) {
+            checks
+                .failures
+                .push(format!("contents: no link to chapter {}", chapter.id));
+        }
+    }
+    for chapter in CHAPTERS {
+        let path = format!("/chapter/{}", chapter.id);
+        let dom = checks.load(&path);
+        if !dom.contains(chapter.title) {
+            checks
+                .failures
+                .push(format!("{path}: title {:?} missing", chapter.title));
+        }
+        if !dom.contains("<math")
+            && chapter
+                .blocks
+                .iter()
+                .any(|b| matches!(b, Block::Display(_)))
+        {
+            checks.failures.push(format!("{path}: no rendered math"));
+        }
+        for block in chapter.blocks {
+            if let Block::Figure(id) = block {
+                checks.no_error(&path, &dom, id);
+                if !dom.contains(&format!("id=\"{id}-canvas\"")) {
+                    checks.failures.push(format!("{path}: no canvas for {id}"));
+                }
+            }
+        }
+        let shot = out.join(format!("chapter-{}.png", chapter.id));
+        browser::screenshot(&format!("{}{path}", checks.base), &shot, 1100, 2600);
+        if !shot.is_file() {
+            checks
+                .failures
+                .push(format!("{path}: no screenshot written"));
+        }
+    }
+    if let Some(first) = chapters::FIGURES.first() {
+        let path = format!(
+            "/chapter/{}",
+            chapters::chapter_of(first.meta().id).map_or("", |c| c.id)
+        );
+        browser::screenshot(
+            &format!("{}{path}", checks.base),
+            &out.join("narrow-360.png"),
+            360,
+            2400,
+        );
+    }
+    eprintln!("screenshots in {}", out.display());
+}

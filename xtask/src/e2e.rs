@@ -1,0 +1,78 @@
+//! The browser tests: build the notebook, make sure Chromium is there, and run the
+//! `e2e` test of `arlbook-tests` against the bundle (`tests/e2e/`).
+//!
+//! The test serves `web/dist` with the real `arlbook serve`, opens pages in headless
+//! Chromium and checks the numbers on them; screenshots go to `target/e2e/`.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, bail};
+
+use crate::cmd::{cargo, run, workspace_root};
+use crate::web::{self, WebOptions};
+
+/// Where Debian's package puts the browser.
+const SYSTEM_CHROMIUM: &str = "/usr/bin/chromium";
+
+/// Builds the bundle (dev profile: the tests check numbers, not speed), then runs the
+/// browser tests.
+pub fn run_browser_tests() -> anyhow::Result<()> {
+    let dist = web::build(&WebOptions { dev: true })?;
+    let chromium = ensure_chromium()?;
+    let target_dir = std::env::var_os("CARGO_TARGET_DIR").map_or_else(
+        || workspace_root().join("target"),
+        |dir| workspace_root().join(dir),
+    );
+    let out = target_dir.join("e2e");
+    run(cargo()
+        .args([
+            "test",
+            "-p",
+            "arlbook-tests",
+            "--test",
+            "e2e",
+            "--",
+            "--nocapture",
+        ])
+        .env("ARLBOOK_E2E", "1")
+        .env("ARLBOOK_WEB_DIR", &dist)
+        .env("ARLBOOK_CHROMIUM", &chromium)
+        .env("ARLBOOK_E2E_OUT", &out))?;
+    eprintln!(
+        "xtask: browser tests passed; screenshots in {}",
+        out.display()
+    );
+    Ok(())
+}
+
+/// The Chromium binary: `$ARLBOOK_CHROMIUM`, the system one, or installed with apt
+/// when running as root.
+fn ensure_chromium() -> anyhow::Result<PathBuf> {
+    if let Some(path) = std::env::var_os("ARLBOOK_CHROMIUM") {
+        return Ok(PathBuf::from(path));
+    }
+    if Path::new(SYSTEM_CHROMIUM).is_file() {
+        return Ok(PathBuf::from(SYSTEM_CHROMIUM));
+    }
+    let is_root = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
+    if !is_root {
+        bail!(
+            "Chromium not found at {SYSTEM_CHROMIUM}; install it (`apt-get install chromium`) \
+             or set ARLBOOK_CHROMIUM to a Chromium binary"
+        );
+    }
+    eprintln!("xtask: installing chromium with apt-get");
+    run(Command::new("apt-get").arg("update"))?;
+    run(Command::new("apt-get")
+        .args(["install", "-y", "--no-install-recommends", "chromium"])
+        .env("DEBIAN_FRONTEND", "noninteractive"))
+    .context("installing chromium")?;
+    if !Path::new(SYSTEM_CHROMIUM).is_file() {
+        bail!("apt-get installed chromium but {SYSTEM_CHROMIUM} is missing");
+    }
+    Ok(PathBuf::from(SYSTEM_CHROMIUM))
+}
