@@ -11,7 +11,7 @@
 
 use std::path::PathBuf;
 
-use arlbook_app::chapters::{self, Block, CHAPTERS, FIGURES};
+use arlbook_app::chapters::{Block, CHAPTERS, FIGURES};
 use arlbook_app::figure::State;
 use arlbook_tests::browser;
 use arlbook_tests::cli::workspace_root;
@@ -188,7 +188,9 @@ fn page_numbers_match_the_native_computation(checks: &mut Checks) {
             .evaluate(&State::defaults(meta.controls))
             .unwrap_or_else(|e| panic!("{}: {}", meta.id, e.message));
         for readout in native.readouts() {
-            let tolerance = 1e-9 * readout.value.abs().max(1.0);
+            // The host's libm and the wasm build's differ in the last bits of exp/ln,
+            // and an iterative fit (the distillation figure) can grow that to ~1e-9.
+            let tolerance = 1e-6 * readout.value.abs().max(1.0);
             checks.number(&path, &dom, &readout.id, readout.value, tolerance);
         }
         let badge = browser::text(&dom, &format!("{}-backend", meta.id));
@@ -245,17 +247,12 @@ fn chapters_load_with_their_figures(checks: &mut Checks) {
                 .push(format!("{path}: no screenshot written"));
         }
     }
-    if let Some(first) = chapters::FIGURES.first() {
-        let path = format!(
-            "/chapter/{}",
-            chapters::chapter_of(first.meta().id).map_or("", |c| c.id)
-        );
-        browser::screenshot(
-            &format!("{}{path}", checks.base),
-            &out.join("narrow-360.png"),
-            360,
-            2400,
-        );
-    }
+    // Phone width: multi-panel figures stack their panels.
+    browser::screenshot(
+        &format!("{}/chapter/policy-gradient", checks.base),
+        &out.join("narrow-360.png"),
+        360,
+        2400,
+    );
     eprintln!("screenshots in {}", out.display());
 }
