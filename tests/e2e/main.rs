@@ -81,6 +81,7 @@ fn notebook_in_headless_chromium() {
         failures: Vec::new(),
     };
     article_numbers(&mut checks);
+    explorer_computes(&mut checks);
     embed_state_is_restored(&mut checks);
     page_numbers_match_the_native_computation(&mut checks);
     chapters_load_with_their_figures(&mut checks);
@@ -146,6 +147,17 @@ fn article_numbers(checks: &mut Checks) {
     }
 }
 
+/// The appendix: the compute explorer answers its first entry's example request.
+fn explorer_computes(checks: &mut Checks) {
+    let dom = checks.load("/explorer");
+    match browser::text(&dom, "response") {
+        Some(text) if text.contains("&quot;exact&quot;") || text.contains("\"exact\"") => {}
+        other => checks
+            .failures
+            .push(format!("/explorer: the response shows {other:?}")),
+    }
+}
+
 /// A link with state opens that view: the control shows the value and the numbers
 /// follow it, both on an embed page and (with prefixed keys) on a chapter page.
 fn embed_state_is_restored(checks: &mut Checks) {
@@ -166,6 +178,15 @@ fn embed_state_is_restored(checks: &mut Checks) {
     }
     let path = "/chapter/grpo?group-advantages.rewards=1,1,0,0&group-advantages.scale=none";
     let dom = checks.load(path);
+    // The rewards are also clickable cells, one per attempt, showing the URL's values.
+    for (i, reward) in ["1", "1", "0", "0"].iter().enumerate() {
+        let id = format!("group-advantages-cell-rewards-0-{i}");
+        if browser::text(&dom, &id).as_deref() != Some(*reward) {
+            checks
+                .failures
+                .push(format!("{path}: cell {id} does not show {reward}"));
+        }
+    }
     checks.number(path, &dom, "group-advantages-a-0-0", 0.5, 1e-12);
     checks.number(
         path,
