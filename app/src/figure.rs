@@ -33,6 +33,9 @@ pub enum ControlKind {
     Choice(&'static [&'static str]),
     /// A comma-separated list of numbers, edited as text.
     List,
+    /// A list of 0/1 rewards (groups split by `;`): text, plus one button per reward
+    /// that flips it.
+    Rewards,
 }
 
 /// One control of a figure.
@@ -96,6 +99,16 @@ pub const fn list(key: &'static str, label: &'static str, default: &'static str)
         key,
         label,
         kind: ControlKind::List,
+        default,
+    }
+}
+
+/// A list of 0/1 rewards with clickable cells.
+pub const fn rewards(key: &'static str, label: &'static str, default: &'static str) -> Control {
+    Control {
+        key,
+        label,
+        kind: ControlKind::Rewards,
         default,
     }
 }
@@ -276,6 +289,33 @@ impl State {
     }
 }
 
+/// The cells of a list control's text: groups split by `;`, items by `,`, trimmed.
+pub fn list_cells(text: &str) -> Vec<Vec<String>> {
+    text.split(';')
+        .map(|group| {
+            group
+                .split(',')
+                .map(|item| item.trim().to_owned())
+                .collect()
+        })
+        .collect()
+}
+
+/// The list text with cell `(group, index)` flipped between 0 and 1 (any value other
+/// than 0 becomes 0), so rewards can be clicked; other cells keep their text.
+pub fn toggle_cell(text: &str, group: usize, index: usize) -> String {
+    let mut cells = list_cells(text);
+    if let Some(cell) = cells.get_mut(group).and_then(|g| g.get_mut(index)) {
+        let is_zero = cell.parse::<f64>().is_ok_and(|v| v == 0.0);
+        if is_zero { "1" } else { "0" }.clone_into(cell);
+    }
+    cells
+        .iter()
+        .map(|g| g.join(","))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 /// The value a control stores for URL text `value`, or `None` to keep the default.
 fn accept(kind: ControlKind, value: &str) -> Option<String> {
     let value = value.trim();
@@ -299,7 +339,7 @@ fn accept(kind: ControlKind, value: &str) -> Option<String> {
             .iter()
             .find(|o| **o == value)
             .map(|o| (*o).to_owned()),
-        ControlKind::List => Some(value.to_owned()),
+        ControlKind::List | ControlKind::Rewards => Some(value.to_owned()),
     }
 }
 
@@ -531,6 +571,15 @@ mod tests {
         assert_eq!(state.groups("rewards").unwrap_err().field, "rewards[1][1]");
         state.set("rewards", "1,0;".to_owned());
         assert_eq!(state.groups("rewards").unwrap_err().field, "rewards[1]");
+    }
+
+    #[test]
+    fn clicking_a_cell_flips_it_between_zero_and_one() {
+        assert_eq!(toggle_cell("1,0,0,0; 1,1", 0, 1), "1,1,0,0; 1,1");
+        assert_eq!(toggle_cell("1,0,0,0; 1,1", 1, 0), "1,0,0,0; 0,1");
+        assert_eq!(toggle_cell("0.5,0", 0, 0), "0,0");
+        // Out of range: nothing changes but the spacing.
+        assert_eq!(toggle_cell("1,0", 3, 0), "1,0");
     }
 
     #[test]

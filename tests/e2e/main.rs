@@ -11,7 +11,7 @@
 
 use std::path::PathBuf;
 
-use arlbook_app::chapters::{self, Block, CHAPTERS, FIGURES};
+use arlbook_app::chapters::{Block, CHAPTERS, FIGURES};
 use arlbook_app::figure::State;
 use arlbook_tests::browser;
 use arlbook_tests::cli::workspace_root;
@@ -81,6 +81,7 @@ fn notebook_in_headless_chromium() {
         failures: Vec::new(),
     };
     article_numbers(&mut checks);
+    explorer_computes(&mut checks);
     embed_state_is_restored(&mut checks);
     page_numbers_match_the_native_computation(&mut checks);
     chapters_load_with_their_figures(&mut checks);
@@ -146,6 +147,17 @@ fn article_numbers(checks: &mut Checks) {
     }
 }
 
+/// The appendix: the compute explorer answers its first entry's example request.
+fn explorer_computes(checks: &mut Checks) {
+    let dom = checks.load("/explorer");
+    match browser::text(&dom, "response") {
+        Some(text) if text.contains("&quot;exact&quot;") || text.contains("\"exact\"") => {}
+        other => checks
+            .failures
+            .push(format!("/explorer: the response shows {other:?}")),
+    }
+}
+
 /// A link with state opens that view: the control shows the value and the numbers
 /// follow it, both on an embed page and (with prefixed keys) on a chapter page.
 fn embed_state_is_restored(checks: &mut Checks) {
@@ -166,6 +178,15 @@ fn embed_state_is_restored(checks: &mut Checks) {
     }
     let path = "/chapter/grpo?group-advantages.rewards=1,1,0,0&group-advantages.scale=none";
     let dom = checks.load(path);
+    // The rewards are also clickable cells, one per attempt, showing the URL's values.
+    for (i, reward) in ["1", "1", "0", "0"].iter().enumerate() {
+        let id = format!("group-advantages-cell-rewards-0-{i}");
+        if browser::text(&dom, &id).as_deref() != Some(*reward) {
+            checks
+                .failures
+                .push(format!("{path}: cell {id} does not show {reward}"));
+        }
+    }
     checks.number(path, &dom, "group-advantages-a-0-0", 0.5, 1e-12);
     checks.number(
         path,
@@ -188,7 +209,9 @@ fn page_numbers_match_the_native_computation(checks: &mut Checks) {
             .evaluate(&State::defaults(meta.controls))
             .unwrap_or_else(|e| panic!("{}: {}", meta.id, e.message));
         for readout in native.readouts() {
-            let tolerance = 1e-9 * readout.value.abs().max(1.0);
+            // The host's libm and the wasm build's differ in the last bits of exp/ln,
+            // and an iterative fit (the distillation figure) can grow that to ~1e-9.
+            let tolerance = 1e-6 * readout.value.abs().max(1.0);
             checks.number(&path, &dom, &readout.id, readout.value, tolerance);
         }
         let badge = browser::text(&dom, &format!("{}-backend", meta.id));
@@ -245,17 +268,12 @@ fn chapters_load_with_their_figures(checks: &mut Checks) {
                 .push(format!("{path}: no screenshot written"));
         }
     }
-    if let Some(first) = chapters::FIGURES.first() {
-        let path = format!(
-            "/chapter/{}",
-            chapters::chapter_of(first.meta().id).map_or("", |c| c.id)
-        );
-        browser::screenshot(
-            &format!("{}{path}", checks.base),
-            &out.join("narrow-360.png"),
-            360,
-            2400,
-        );
-    }
+    // Phone width: multi-panel figures stack their panels.
+    browser::screenshot(
+        &format!("{}/chapter/policy-gradient", checks.base),
+        &out.join("narrow-360.png"),
+        360,
+        2400,
+    );
     eprintln!("screenshots in {}", out.display());
 }

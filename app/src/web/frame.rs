@@ -10,7 +10,10 @@ use leptos::prelude::*;
 use super::browser;
 use crate::chapters;
 use crate::compute;
-use crate::figure::{AnyFigure, Control, ControlKind, Readout, State, format_number, is_narrow};
+use crate::figure::{
+    AnyFigure, Control, ControlKind, Readout, State, format_number, is_narrow, list_cells,
+    toggle_cell,
+};
 
 /// Width of the SVG export, in pixels.
 const EXPORT_WIDTH: u32 = 900;
@@ -194,6 +197,43 @@ fn Actions(
     }
 }
 
+/// One button per cell of a list control; a click flips the cell between 0 and 1.
+fn cells_view(id: &'static str, embed: bool, key: &'static str, state: RwSignal<State>) -> AnyView {
+    let groups = state.with(|s| list_cells(s.get(key)));
+    groups
+        .into_iter()
+        .enumerate()
+        .map(|(g, cells)| {
+            view! {
+                <span class="cell-group">
+                    {cells
+                        .into_iter()
+                        .enumerate()
+                        .map(|(i, cell)| {
+                            let label = format!("group {}, item {}: {cell}", g + 1, i + 1);
+                            view! {
+                                <button
+                                    type="button"
+                                    class="cell"
+                                    id=format!("{id}-cell-{key}-{g}-{i}")
+                                    aria-label=label
+                                    on:click=move |_| {
+                                        let text = state.with_untracked(|s| toggle_cell(s.get(key), g, i));
+                                        update(id, embed, state, key, text);
+                                    }
+                                >
+                                    {cell}
+                                </button>
+                            }
+                        })
+                        .collect_view()}
+                </span>
+            }
+        })
+        .collect_view()
+        .into_any()
+}
+
 /// Sets control `key` and mirrors the figure's state in the URL.
 fn update(id: &str, embed: bool, state: RwSignal<State>, key: &str, value: String) {
     state.update(|s| s.set(key, value));
@@ -261,8 +301,8 @@ fn control_view(
             </div>
         }
         .into_any(),
-        ControlKind::List => view! {
-            <div class="control">
+        ControlKind::List | ControlKind::Rewards => view! {
+            <div class="control list">
                 <label for=element_id.clone()>{control.label}</label>
                 <input
                     type="text"
@@ -272,6 +312,11 @@ fn control_view(
                     prop:value=value
                     on:input=move |ev| update(id, embed, state, key, event_target_value(&ev))
                 />
+                {(control.kind == ControlKind::Rewards).then(|| view! {
+                    <div class="cells" role="group" aria-label=format!("{}: click to flip 0 and 1", control.label)>
+                        {move || cells_view(id, embed, key, state)}
+                    </div>
+                })}
             </div>
         }
         .into_any(),

@@ -12,7 +12,7 @@ use plotters::prelude::*;
 use serde_json::json;
 
 use crate::compute::{compute, numbers, ragged};
-use crate::figure::{DrawResult, Figure, Meta, Readout, State, choice, list};
+use crate::figure::{DrawResult, Figure, Meta, Readout, State, choice, rewards};
 use crate::plot::{self, INK, LIGHT, MUTED, SERIES, SHADE, Style};
 
 /// The figure.
@@ -42,7 +42,7 @@ impl Figure for GroupAdvantages {
                   advantages vanish. Switch the scale to batch or none, and the baseline to \
                   leave-one-out, and compare the bar heights.",
         controls: &[
-            list("rewards", "rewards (groups split by ;)", "1,0,0,0; 1,1,0,1"),
+            rewards("rewards", "rewards (groups split by ;)", "1,0,0,0; 1,1,0,1"),
             choice("scale", "divide by", &["group", "batch", "none"], "group"),
             choice("std", "std", &["population", "sample"], "population"),
             choice("baseline", "baseline", &["mean", "leave-one-out"], "mean"),

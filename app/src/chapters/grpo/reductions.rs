@@ -14,7 +14,7 @@ use plotters::prelude::*;
 use serde_json::json;
 
 use crate::compute::{compute, number, ragged};
-use crate::figure::{DrawResult, Figure, Meta, Readout, State, list, slider};
+use crate::figure::{DrawResult, Figure, Meta, Readout, State, list, rewards, slider};
 use crate::plot::{self, INK, MUTED, Style};
 
 /// The figure.
@@ -65,7 +65,7 @@ impl Figure for Reductions {
                   sequence longer and see which reductions dilute its tokens.",
         controls: &[
             list("lengths", "lengths L_i", "2,4,4,6"),
-            list("rewards", "rewards r_i", "1,0,0,0"),
+            rewards("rewards", "rewards r_i", "1,0,0,0"),
             slider("rho", "ratio ρ at every token", 0.5, 1.5, 0.01, "1"),
         ],
         aspect: 0.62,
@@ -177,14 +177,14 @@ impl Figure for Reductions {
             let (width, height) = inner.dim_in_pixel();
             let rows = map.weights.len().max(1);
             let columns = map.weights.iter().map(Vec::len).max().unwrap_or(1).max(1);
-            let label_width = style.px(34.0) as i32;
+            let label_width = style.px(46.0) as i32;
             let cell_w = ((width as i32 - label_width) / columns as i32).max(1);
             let cell_h = (height as i32 / rows as i32).max(1);
             for (i, (weights, gradient)) in map.weights.iter().zip(&map.gradient).enumerate() {
                 let y = i as i32 * cell_h;
                 let a = output.advantages.get(i).copied().unwrap_or(0.0);
                 inner.draw(&Text::new(
-                    format!("Â={}", short(a)),
+                    format!("Â={a:.2}"),
                     (0, y + cell_h / 2),
                     style
                         .text_colored(10.0, MUTED)

@@ -26,8 +26,8 @@ pub const CHAPTER: Chapter = Chapter {
             "A language model predicts token $t + 1$ from the tokens up to $t$, so the logits \
              at position $t$ are scored against the label at $t + 1$. The mask has to move \
              with the labels: if it is applied to the logits without that one-step shift, \
-             the last token of every observation is trained as if the policy had chosen it, \
-             and the first token of every action is skipped. The number of trainable tokens \
+             the first token of every tool result is trained as if the policy had chosen \
+             it, and the first token of every action is skipped. The number of trainable tokens \
              is the sum of the shifted mask.",
         ),
         Block::Display(

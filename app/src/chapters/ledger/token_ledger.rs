@@ -22,9 +22,11 @@ use crate::plot::{BLUE, GREEN, INK, LIGHT, ORANGE, RED, SHADE, Style, tint};
 /// The figure.
 pub struct TokenLedger;
 
-/// Tokens drawn per row and rows drawn.
+/// Tokens drawn per row and rows drawn (the window is `PER_ROW * ROWS` tokens; narrow
+/// screens draw it as `NARROW_PER_ROW` per row).
 const PER_ROW: usize = 32;
 const ROWS: usize = 8;
+const NARROW_PER_ROW: usize = 16;
 
 /// One token of the episode.
 #[derive(Debug, Clone)]
@@ -82,7 +84,8 @@ impl Figure for TokenLedger {
             slider("from", "first token shown", 0.0, 2048.0, 32.0, "0"),
         ],
         aspect: 0.5,
-        panels: 1,
+        // One panel, but twice as many rows on a narrow screen.
+        panels: 2,
     };
 
     fn compute(state: &State) -> Result<Output, FieldError> {
@@ -208,8 +211,14 @@ impl Figure for TokenLedger {
         );
         let area = area.titled(&title, style.text(13.0))?;
         let (width, height) = area.dim_in_pixel();
-        let cell_w = (width as i32 / PER_ROW as i32).max(1);
-        let row_h = (height as i32 / ROWS as i32).max(1);
+        let per_row = if style.narrow {
+            NARROW_PER_ROW
+        } else {
+            PER_ROW
+        };
+        let rows = PER_ROW * ROWS / per_row;
+        let cell_w = (width as i32 / per_row as i32).max(1);
+        let row_h = (height as i32 / rows as i32).max(1);
         let mark_h = (row_h / 6).max(2);
         let cell_h = row_h - mark_h - style.offset(4.0);
         let visible = output
@@ -220,8 +229,8 @@ impl Figure for TokenLedger {
             .take(PER_ROW * ROWS);
         for (index, token) in visible {
             let slot = index - output.from;
-            let x = (slot % PER_ROW) as i32 * cell_w;
-            let y = (slot / PER_ROW) as i32 * row_h;
+            let x = (slot % per_row) as i32 * cell_w;
+            let y = (slot / per_row) as i32 * row_h;
             let fill = match token.role {
                 SpanRole::Prompt => SHADE,
                 SpanRole::Action => tint(BLUE, 0.55),
