@@ -26,6 +26,7 @@ tasks:
   e2e             the browser tests only: build the bundle, headless Chromium
   check           the static part of `test`: fmt, clippy, wasm32 checks
   bench core      CPU core vs numpy, side by side, with ratios
+  bench gpu       every WGSL kernel vs its CPU reference, at three sizes
 ";
 
 fn main() -> ExitCode {
