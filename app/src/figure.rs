@@ -386,6 +386,16 @@ pub fn format_number(value: f64) -> String {
 
 /// The result of drawing on backend `DB`.
 pub type DrawResult<DB> = Result<(), DrawingAreaErrorKind<<DB as DrawingBackend>::ErrorType>>;
+/// Test support: computes figure `F` at the state a URL query gives (missing keys take
+/// their defaults), as an embed page would.
+#[cfg(test)]
+pub(crate) fn compute_at_query<F: Figure>(query_text: &str) -> Result<F::Output, FieldError> {
+    F::compute(&State::from_pairs(
+        F::META.controls,
+        &crate::query::parse(query_text),
+        "",
+    ))
+}
 
 /// A figure: description, computation, readouts and drawing.
 pub trait Figure: Sync + 'static {

@@ -215,14 +215,10 @@ impl Figure for PassAtK {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::query;
+    use crate::figure::compute_at_query;
 
     fn compute_at(query_text: &str) -> Result<Output, FieldError> {
-        PassAtK::compute(&State::from_pairs(
-            PassAtK::META.controls,
-            &query::parse(query_text),
-            "",
-        ))
+        compute_at_query::<PassAtK>(query_text)
     }
 
     #[test]

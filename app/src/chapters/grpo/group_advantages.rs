@@ -173,15 +173,11 @@ fn plot_number(value: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::figure::compute_at_query;
     use crate::query;
 
     fn compute_at(query_text: &str) -> Output {
-        GroupAdvantages::compute(&State::from_pairs(
-            GroupAdvantages::META.controls,
-            &query::parse(query_text),
-            "",
-        ))
-        .unwrap()
+        compute_at_query::<GroupAdvantages>(query_text).unwrap()
     }
 
     #[test]

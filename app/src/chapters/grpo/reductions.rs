@@ -229,14 +229,10 @@ fn short(value: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::query;
+    use crate::figure::compute_at_query;
 
     fn compute_at(query_text: &str) -> Result<Output, FieldError> {
-        Reductions::compute(&State::from_pairs(
-            Reductions::META.controls,
-            &query::parse(query_text),
-            "",
-        ))
+        compute_at_query::<Reductions>(query_text)
     }
 
     fn loss(output: &Output, reduction: &str) -> f64 {

@@ -272,15 +272,10 @@ impl Figure for TokenLedger {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::query;
+    use crate::figure::compute_at_query;
 
     fn compute_at(query_text: &str) -> Output {
-        TokenLedger::compute(&State::from_pairs(
-            TokenLedger::META.controls,
-            &query::parse(query_text),
-            "",
-        ))
-        .unwrap()
+        compute_at_query::<TokenLedger>(query_text).unwrap()
     }
 
     #[test]

@@ -187,15 +187,10 @@ impl Figure for Importance {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::query;
+    use crate::figure::compute_at_query;
 
     fn compute_at(query_text: &str) -> Output {
-        Importance::compute(&State::from_pairs(
-            Importance::META.controls,
-            &query::parse(query_text),
-            "",
-        ))
-        .unwrap()
+        compute_at_query::<Importance>(query_text).unwrap()
     }
 
     #[test]

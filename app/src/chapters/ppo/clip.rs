@@ -240,15 +240,10 @@ fn intervals(xs: &[f64], flags: &[bool]) -> Vec<(f64, f64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::query;
+    use crate::figure::compute_at_query;
 
     fn compute_at(query_text: &str) -> Output {
-        Clip::compute(&State::from_pairs(
-            Clip::META.controls,
-            &query::parse(query_text),
-            "",
-        ))
-        .unwrap()
+        compute_at_query::<Clip>(query_text).unwrap()
     }
 
     #[test]

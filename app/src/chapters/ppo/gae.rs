@@ -190,15 +190,10 @@ impl Figure for Gae {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::query;
+    use crate::figure::compute_at_query;
 
     fn compute_at(query_text: &str) -> Output {
-        Gae::compute(&State::from_pairs(
-            Gae::META.controls,
-            &query::parse(query_text),
-            "",
-        ))
-        .unwrap()
+        compute_at_query::<Gae>(query_text).unwrap()
     }
 
     #[test]

@@ -230,15 +230,10 @@ fn table_of(response: &Value, key: &str) -> Result<Vec<Vec<f64>>, FieldError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::query;
+    use crate::figure::compute_at_query;
 
     fn compute_at(query_text: &str) -> Output {
-        MixedGroups::compute(&State::from_pairs(
-            MixedGroups::META.controls,
-            &query::parse(query_text),
-            "",
-        ))
-        .unwrap()
+        compute_at_query::<MixedGroups>(query_text).unwrap()
     }
 
     #[test]

@@ -184,15 +184,10 @@ impl Figure for Shaping {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::query;
+    use crate::figure::compute_at_query;
 
     fn compute_at(query_text: &str) -> Output {
-        Shaping::compute(&State::from_pairs(
-            Shaping::META.controls,
-            &query::parse(query_text),
-            "",
-        ))
-        .unwrap()
+        compute_at_query::<Shaping>(query_text).unwrap()
     }
 
     #[test]
