@@ -342,11 +342,7 @@ pub fn policy_loss(input: &PolicyLossInput<'_>, config: &PolicyLossConfig) -> Re
         loss,
         pg_loss,
         kl,
-        token_weights: crate::math::reduction::token_weights(
-            &lengths,
-            config.reduction,
-            config.constant,
-        )?,
+        token_weights: crate::math::reduction::expand_row_weights(&lengths, &weights)?,
         pg_loss_per_token: pg_rows,
         clip_fraction: ClipFraction {
             low: fraction(low),

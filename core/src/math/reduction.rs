@@ -114,11 +114,18 @@ pub fn token_weights(
     constant: Option<f64>,
 ) -> Result<Ragged<f64>> {
     let per_row = row_weights(lengths, reduction, constant)?;
-    let mut out = Ragged::default();
-    for (&len, &w) in lengths.iter().zip(&per_row) {
-        out.push_row(&vec![w; len]);
-    }
-    Ok(out)
+    expand_row_weights(lengths, &per_row)
+}
+
+/// The token weight map from weights already computed per row: row `i`'s weight
+/// repeated on each of its `lengths[i]` tokens.
+pub fn expand_row_weights(lengths: &[usize], per_row: &[f64]) -> Result<Ragged<f64>> {
+    let values: Vec<f64> = lengths
+        .iter()
+        .zip(per_row)
+        .flat_map(|(&len, &w)| std::iter::repeat_n(w, len))
+        .collect();
+    Ragged::from_flat(values, lengths)
 }
 
 /// A reduced loss and the weights that produced it.
