@@ -2,10 +2,10 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::Duration;
 
-use crate::cli::arlbook_bin;
+use crate::cli::Arlbook;
 
 /// A running server, killed when dropped.
 pub struct Server {
@@ -31,11 +31,12 @@ mod tempdir {
 }
 
 impl Server {
-    /// Starts `arlbook serve` on port 0 with a scratch web folder holding `index_html`.
+    /// Starts `arlbook serve` (the binary `arlbook`) on port 0 with a scratch web folder
+    /// holding `index_html`.
     ///
     /// # Panics
     /// If the server does not start or print its URL.
-    pub fn start(index_html: &str) -> Self {
+    pub fn start(arlbook: &Arlbook, index_html: &str) -> Self {
         let base = std::env::temp_dir().join(format!(
             "arlbook-test-{}-{}",
             std::process::id(),
@@ -45,7 +46,7 @@ impl Server {
         let data = base.join("data");
         std::fs::create_dir_all(&web).expect("creating the scratch web folder");
         std::fs::write(web.join("index.html"), index_html).expect("writing index.html");
-        Self::spawn(&web, &data, vec![base])
+        Self::spawn(arlbook, &web, &data, vec![base])
     }
 
     /// Starts `arlbook serve` on port 0 serving the built notebook in `web` (for the
@@ -53,21 +54,23 @@ impl Server {
     ///
     /// # Panics
     /// If the server does not start or print its URL.
-    pub fn serve_web(web: &std::path::Path) -> Self {
+    pub fn serve_web(arlbook: &Arlbook, web: &std::path::Path) -> Self {
         let data = std::env::temp_dir().join(format!(
             "arlbook-test-data-{}-{}",
             std::process::id(),
             COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
         ));
-        Self::spawn(web, &data, vec![data.clone()])
+        Self::spawn(arlbook, web, &data, vec![data.clone()])
     }
 
     fn spawn(
+        arlbook: &Arlbook,
         web: &std::path::Path,
         data: &std::path::Path,
         scratch: Vec<std::path::PathBuf>,
     ) -> Self {
-        let mut child = Command::new(arlbook_bin())
+        let mut child = arlbook
+            .command()
             .args(["serve", "--addr", "127.0.0.1:0", "--web"])
             .arg(web)
             .arg("--data")

@@ -1,9 +1,12 @@
-//! Cross-crate tests of arlbook: article numbers, the CLI and the HTTP API, end to end.
+//! Helpers for arlbook's end-to-end tests: run the real binary, a real server on
+//! loopback, headless Chromium.
 //!
-//! The helpers here run the real `arlbook` binary (built once per test process with
-//! the same cargo that runs the tests) and talk to a real server on a loopback port
-//! with plain HTTP/1.1 over a TCP socket; [`browser`] drives headless Chromium for the
-//! notebook's browser tests (`tests/e2e/`).
+//! The tests that use them are integration tests of `arlbook-server` (`server/tests/`):
+//! cargo builds the `arlbook` binary for that test run and names it in
+//! `env!("CARGO_BIN_EXE_arlbook")`, and the tests hand that path to [`cli::Arlbook`].
+//! [`http::Server`] runs `arlbook serve` on a loopback port and speaks plain HTTP/1.1
+//! over a TCP socket; [`browser`] drives headless Chromium for the notebook's browser
+//! tests (`server/tests/e2e/`).
 
 pub mod browser;
 pub mod cli;

@@ -1,8 +1,9 @@
 //! The browser tests: build the notebook, make sure Chromium is there, and run the
-//! `e2e` test of `arlbook-tests` against the bundle (`tests/e2e/`).
+//! `e2e` test of `arlbook-server` against the bundle (`server/tests/e2e/`).
 //!
-//! The test serves `web/dist` with the real `arlbook serve`, opens pages in headless
-//! Chromium and checks the numbers on them; screenshots go to `target/e2e/`.
+//! The test serves `web/dist` with the real `arlbook serve` (the binary cargo builds for
+//! that test, `CARGO_BIN_EXE_arlbook`), opens pages in headless Chromium and checks the
+//! numbers on them; screenshots go to `target/e2e/`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -25,16 +26,11 @@ pub fn run_browser_tests() -> anyhow::Result<()> {
         |dir| workspace_root().join(dir),
     );
     let out = target_dir.join("e2e");
+    // `--workspace`, as `cargo xtask test` runs the other tests: the same packages give
+    // the same feature set, so the binary and its dependencies built there are reused
+    // here instead of rebuilt with the features of `arlbook-server` alone.
     run(cargo()
-        .args([
-            "test",
-            "-p",
-            "arlbook-tests",
-            "--test",
-            "e2e",
-            "--",
-            "--nocapture",
-        ])
+        .args(["test", "--workspace", "--test", "e2e", "--", "--nocapture"])
         .env("ARLBOOK_E2E", "1")
         .env("ARLBOOK_WEB_DIR", &dist)
         .env("ARLBOOK_CHROMIUM", &chromium)

@@ -2,8 +2,21 @@
 //! answer equals the library's, and bad input prints the error JSON with exit status 2.
 
 use arlbook_core::api;
-use arlbook_tests::cli::{compute, run};
+use arlbook_tests::cli::Arlbook;
 use serde_json::{Value, json};
+
+/// The binary cargo built for this test run.
+fn arlbook() -> Arlbook {
+    Arlbook::new(env!("CARGO_BIN_EXE_arlbook"))
+}
+
+fn run(args: &[&str], stdin: &str) -> std::process::Output {
+    arlbook().run(args, stdin)
+}
+
+fn compute(name: &str, request: &str) -> (i32, Value) {
+    arlbook().compute(name, request)
+}
 
 fn assert_rejected(name: &str, request: &str, field: &str) {
     let (code, out) = compute(name, request);
@@ -208,8 +221,9 @@ fn hostile_values_never_panic() {
 fn closed_stdout_pipe_does_not_panic() {
     // Regression: `arlbook compute ... | head` used to panic in println!.
     use std::io::Write;
-    use std::process::{Command, Stdio};
-    let mut child = Command::new(arlbook_tests::cli::arlbook_bin())
+    use std::process::Stdio;
+    let mut child = arlbook()
+        .command()
         .args(["compute", "importance-sampling"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

@@ -1,10 +1,16 @@
 //! The real server on a loopback port: the compute API over HTTP, its errors, its
 //! limits, and static files that cannot escape their folder.
 
+use arlbook_tests::cli::Arlbook;
 use arlbook_tests::http::Server;
 use serde_json::{Value, json};
 
 const INDEX: &str = "<!doctype html><title>arlbook test page</title>";
+
+/// `arlbook serve` from the binary cargo built for this test run.
+fn start_server() -> Server {
+    Server::start(&Arlbook::new(env!("CARGO_BIN_EXE_arlbook")), INDEX)
+}
 
 fn json_body(body: &str) -> Value {
     serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {body}"))
@@ -12,7 +18,7 @@ fn json_body(body: &str) -> Value {
 
 #[test]
 fn health_and_listing() {
-    let server = Server::start(INDEX);
+    let server = start_server();
     let (status, body) = server.request("GET", "/api/health", b"");
     assert_eq!(status, 200);
     assert_eq!(json_body(&body)["status"], "ok");
@@ -24,7 +30,7 @@ fn health_and_listing() {
 
 #[test]
 fn compute_answers_the_article_number() {
-    let server = Server::start(INDEX);
+    let server = start_server();
     let request = json!({"p": 0.5, "q": [0.75, 0.35], "estimates": 0});
     let (status, body) = server.request(
         "POST",
@@ -37,7 +43,7 @@ fn compute_answers_the_article_number() {
 
 #[test]
 fn every_example_is_served_and_computes() {
-    let server = Server::start(INDEX);
+    let server = start_server();
     for entry in arlbook_core::api::ENTRIES {
         let (status, example) =
             server.request("GET", &format!("/api/compute/{}/example", entry.name), b"");
@@ -55,7 +61,7 @@ fn every_example_is_served_and_computes() {
 
 #[test]
 fn bad_input_is_422_naming_the_field() {
-    let server = Server::start(INDEX);
+    let server = start_server();
     let (status, body) = server.request(
         "POST",
         "/api/compute/binomial-se",
@@ -70,7 +76,7 @@ fn bad_input_is_422_naming_the_field() {
 
 #[test]
 fn unknown_computation_is_404_with_error_json() {
-    let server = Server::start(INDEX);
+    let server = start_server();
     let (status, body) = server.request("POST", "/api/compute/nope", b"{}");
     assert_eq!(status, 404);
     assert_eq!(json_body(&body)["error"]["field"], "name");
@@ -78,7 +84,7 @@ fn unknown_computation_is_404_with_error_json() {
 
 #[test]
 fn oversized_body_is_refused() {
-    let server = Server::start(INDEX);
+    let server = start_server();
     let big = vec![b' '; 2 << 20];
     let (status, _) = server.request("POST", "/api/compute/kl", &big);
     assert_eq!(status, 413);
@@ -86,7 +92,7 @@ fn oversized_body_is_refused() {
 
 #[test]
 fn static_files_cannot_escape_their_folder() {
-    let server = Server::start(INDEX);
+    let server = start_server();
     let (status, body) = server.request("GET", "/", b"");
     assert_eq!(status, 200);
     assert!(body.contains("arlbook test page"));
@@ -108,7 +114,7 @@ fn static_files_cannot_escape_their_folder() {
 
 #[test]
 fn concurrent_requests_all_succeed() {
-    let server = Server::start(INDEX);
+    let server = start_server();
     let ok = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..200)
             .map(|i| {

@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use arlbook_app::chapters::{Block, CHAPTERS, FIGURES};
 use arlbook_app::figure::State;
 use arlbook_tests::browser;
-use arlbook_tests::cli::workspace_root;
+use arlbook_tests::cli::{Arlbook, workspace_root};
 use arlbook_tests::http::Server;
 
 fn enabled() -> bool {
@@ -75,7 +75,7 @@ fn notebook_in_headless_chromium() {
         eprintln!("browser tests skipped: `cargo xtask test` runs them (ARLBOOK_E2E=1)");
         return;
     }
-    let server = Server::serve_web(&web_dir());
+    let server = Server::serve_web(&Arlbook::new(env!("CARGO_BIN_EXE_arlbook")), &web_dir());
     let mut checks = Checks {
         base: format!("http://{}", server.addr),
         failures: Vec::new(),
