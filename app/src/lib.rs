@@ -8,6 +8,8 @@
 //! - [`figure`]: what a figure is ([`figure::Figure`]) and its state, read from and
 //!   written to the URL query ([`query`]).
 //! - [`plot`]: shared colours and sizes; [`mathml`]: formulas as MathML.
+//! - [`export`]: one figure's state read strictly from a URL query and rendered to SVG
+//!   (what `arlbook figure` runs).
 //! - `web` (wasm32 only): the Leptos page — table of contents, chapter pages,
 //!   `/embed/<figure>`, the figure frame with its controls, canvas and export buttons.
 //!
@@ -16,6 +18,7 @@
 
 pub mod chapters;
 pub mod compute;
+pub mod export;
 pub mod figure;
 pub mod mathml;
 pub mod plot;

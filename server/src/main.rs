@@ -1,5 +1,5 @@
-//! The `arlbook` binary: serve the notebook and the API, run the compute API from the
-//! command line, and drive the code-repair agent environment.
+//! The `arlbook` binary: serve the notebook and the API, run the compute API, export
+//! figures and drive the agent environment from the command line.
 
 use std::process::ExitCode;
 
@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 
 mod compute_cmd;
 mod env_cmd;
+mod figure_cmd;
 mod output;
 mod serve;
 
@@ -22,6 +23,8 @@ struct Cli {
 enum Command {
     /// Run one computation of the compute API: JSON in (stdin or --input), JSON out.
     Compute(compute_cmd::ComputeArgs),
+    /// Export one notebook figure as SVG or PNG, at the state of a page URL.
+    Figure(figure_cmd::FigureArgs),
     /// Serve the notebook and the compute API over HTTP.
     Serve(serve::ServeArgs),
     /// The code-repair agent environment: sample tasks, run episodes, measure policies.
@@ -32,6 +35,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let outcome = match cli.command {
         Command::Compute(args) => compute_cmd::run(&args),
+        Command::Figure(args) => figure_cmd::run(&args),
         Command::Serve(args) => serve::run(&args).map(|()| ExitCode::SUCCESS),
         Command::Env(args) => env_cmd::run(&args),
     };

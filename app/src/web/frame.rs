@@ -15,8 +15,8 @@ use crate::figure::{
     toggle_cell,
 };
 
-/// Width of the SVG export, in pixels.
-const EXPORT_WIDTH: u32 = 900;
+/// Width of the SVG export, in pixels (the default of `arlbook figure` too).
+const EXPORT_WIDTH: u32 = crate::export::DEFAULT_WIDTH;
 
 /// The URL prefix of a figure's keys: none on its embed page, `id.` in a chapter.
 fn prefix(id: &str, embed: bool) -> String {
