@@ -140,10 +140,12 @@ fn svg_carries_the_loss_the_core_computes_at_the_url_state() {
         .unwrap();
     // Hand check: advantages ±1, so the loss is -(3 - 4 + 4 - 6) / 17.
     assert!((loss - 3.0 / 17.0).abs() < 1e-12, "{loss}");
-    let label = format!("token-mean: loss = {}", format_number(loss));
+    // Each text element's content sits on its own line; the newline keeps
+    // `seq-mean-token-mean: loss = ...` from matching.
+    let label = format!("\ntoken-mean: loss = {}\n", format_number(loss));
     assert!(svg.contains(&label), "the SVG lacks `{label}`");
     // The state took effect: the default state's loss (0.2887) is not drawn.
-    assert!(!svg.contains("token-mean: loss = 0.2887"));
+    assert!(!svg.contains("\ntoken-mean: loss = 0.2887\n"));
 
     // And it is byte for byte the drawing the app renders for that state.
     let fig = figure("reductions").unwrap();
