@@ -245,13 +245,22 @@ fn check_log_probs(field: &str, values: &Ragged<f64>) -> Result<()> {
 /// Checks shapes, log-probabilities, advantages and settings (what [`policy_loss`] checks
 /// before computing), naming the API's fields.
 pub fn validate(input: &PolicyLossInput<'_>, config: &PolicyLossConfig) -> Result<()> {
+    // The common, valid case skips the per-array searches; otherwise they run in their
+    // usual order, so the first problem reported is the same either way.
+    validate_with(input, config, log_probs_line_up_and_are_valid(input))
+}
+
+/// [`validate`], skipping the log-probability value checks when `log_probs_known_valid`.
+fn validate_with(
+    input: &PolicyLossInput<'_>,
+    config: &PolicyLossConfig,
+    log_probs_known_valid: bool,
+) -> Result<()> {
+    let known_valid = log_probs_known_valid;
     let logp = input.logp;
     if logp.total_len() == 0 {
         return Err(FieldError::new("logp", "must contain at least one token"));
     }
-    // The common, valid case skips the per-array searches; otherwise they run in their
-    // usual order, so the first problem reported is the same either way.
-    let known_valid = log_probs_line_up_and_are_valid(input);
     logp.check_same_shape("logp", "old_logp", input.logp_old)?;
     if !known_valid {
         check_log_probs("logp", logp)?;
@@ -365,9 +374,15 @@ fn overflow_error(logp: &Ragged<f64>, ratio: &[f64]) -> FieldError {
 /// One pass over the tokens into preallocated flat buffers: this runs on every slider
 /// move in the notebook and on every batch of the trainer.
 pub fn policy_loss(input: &PolicyLossInput<'_>, config: &PolicyLossConfig) -> Result<PolicyLoss> {
-    validate(input, config)?;
+    // Shapes, advantages and settings first; the log-probability values are checked by
+    // the token pass as it reads them (one read of the inputs, not two). Whenever
+    // anything fails, the full `validate` runs, so the error reported is the one its
+    // order gives.
+    let first_failure = |error: FieldError| validate(input, config).err().unwrap_or(error);
+    validate_with(input, config, true).map_err(first_failure)?;
     let lengths = input.logp.lengths();
-    let weights = row_weights(&lengths, config.reduction, config.constant)?;
+    let weights =
+        row_weights(&lengths, config.reduction, config.constant).map_err(first_failure)?;
     let sequence_level = match config.ratio_level {
         RatioLevel::Token => None,
         RatioLevel::Sequence => Some(sequence_ratios(input.logp, input.logp_old)),
@@ -376,6 +391,12 @@ pub fn policy_loss(input: &PolicyLossInput<'_>, config: &PolicyLossConfig) -> Re
         .as_deref()
         .map_or(RatioSource::PerToken, RatioSource::PerRow);
     let pass = token_pass::run(input, config, source, &weights);
+    if !pass.log_probs_valid {
+        return Err(first_failure(FieldError::new(
+            "logp",
+            "must hold finite log-probabilities (<= 0)",
+        )));
+    }
     if !pass.ratios_finite {
         return Err(overflow_error(input.logp, &pass.ratio));
     }

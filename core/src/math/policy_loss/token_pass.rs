@@ -39,6 +39,8 @@ pub(super) struct TokenPass {
     pub kl_row_sums: Vec<f64>,
     pub ratio_row_sums: Vec<f64>,
     pub ratio_max: f64,
+    /// Every `logp`, `logp_old` and `logp_ref` value is finite and `<= 0`.
+    pub log_probs_valid: bool,
     /// Every ratio is finite.
     pub ratios_finite: bool,
     /// Every KL term and gradient is finite.
@@ -55,8 +57,16 @@ struct ChunkSummary {
     high: usize,
     dual: usize,
     ratio_max: f64,
+    log_probs_valid: bool,
     ratios_finite: bool,
     outputs_finite: bool,
+}
+
+/// Every value finite and `<= 0` (NaN fails `<=`), without branches.
+fn valid_log_probs(values: &[f64]) -> bool {
+    values
+        .iter()
+        .fold(true, |ok, &v| ok & (v <= 0.0) & (v >= f64::MIN))
 }
 
 /// Output slices of one chunk of rows: per-token slices start at token
@@ -222,6 +232,7 @@ fn fill_rows(shared: &Shared<'_>, rows: Range<usize>, out: &mut ChunkOut<'_>) ->
         high: 0,
         dual: 0,
         ratio_max: f64::NEG_INFINITY,
+        log_probs_valid: true,
         ratios_finite: true,
         outputs_finite: true,
     };
@@ -229,6 +240,12 @@ fn fill_rows(shared: &Shared<'_>, rows: Range<usize>, out: &mut ChunkOut<'_>) ->
         let weight = row_weights[i];
         let tokens = offsets[i]..offsets[i + 1];
         let local = tokens.start - base..tokens.end - base;
+        // Checking the row here brings it into cache for the loops below.
+        summary.log_probs_valid &= valid_log_probs(&logp_all[tokens.clone()])
+            & valid_log_probs(&logp_old_all[tokens.clone()])
+            & input
+                .logp_ref
+                .is_none_or(|r| valid_log_probs(&r.flat()[tokens.clone()]));
         // Ratios, weights and the k3 exponentials first, in loops simple enough to
         // vectorise; the branchy per-token loop below then only reads them.
         let ratio = &mut out.ratio[local.clone()];
@@ -403,6 +420,7 @@ pub(super) fn run(
         kl_row_sums: vec![0.0; rows],
         ratio_row_sums: vec![0.0; rows],
         ratio_max: f64::NEG_INFINITY,
+        log_probs_valid: true,
         ratios_finite: true,
         outputs_finite: true,
         clipped_low: 0,
@@ -452,6 +470,7 @@ pub(super) fn run(
         pass.clipped_high += s.high;
         pass.dual_clipped += s.dual;
         pass.ratio_max = pass.ratio_max.max(s.ratio_max);
+        pass.log_probs_valid &= s.log_probs_valid;
         pass.ratios_finite &= s.ratios_finite;
         pass.outputs_finite &= s.outputs_finite;
     }
