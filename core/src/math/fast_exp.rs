@@ -113,16 +113,20 @@ fn exp_m1_in_range(x: f64) -> f64 {
 fn all_in_range(values: &[f64]) -> bool {
     values
         .iter()
-        .fold(true, |ok, &x| ok & (x >= LOW) & (x <= HIGH))
+        .fold(true, |ok, &x| ok & (LOW..=HIGH).contains(&x))
 }
 
 /// `v = e^v` for every value: the same numbers as [`exp`] element by element, but in a
 /// loop the compiler vectorises (the range check is done once for the whole slice).
 pub fn exp_in_place(values: &mut [f64]) {
     if all_in_range(values) {
-        values.iter_mut().for_each(|v| *v = exp_in_range(*v));
+        for v in values.iter_mut() {
+            *v = exp_in_range(*v);
+        }
     } else {
-        values.iter_mut().for_each(|v| *v = exp(*v));
+        for v in values.iter_mut() {
+            *v = exp(*v);
+        }
     }
 }
 
@@ -130,9 +134,13 @@ pub fn exp_in_place(values: &mut [f64]) {
 /// [`exp_in_place`].
 pub fn exp_m1_in_place(values: &mut [f64]) {
     if all_in_range(values) {
-        values.iter_mut().for_each(|v| *v = exp_m1_in_range(*v));
+        for v in values.iter_mut() {
+            *v = exp_m1_in_range(*v);
+        }
     } else {
-        values.iter_mut().for_each(|v| *v = exp_m1(*v));
+        for v in values.iter_mut() {
+            *v = exp_m1(*v);
+        }
     }
 }
 

@@ -191,7 +191,7 @@ fn all_log_probs(values: &[f64]) -> bool {
     values.chunks(4096).all(|chunk| {
         chunk
             .iter()
-            .fold(true, |ok, &v| ok & (v <= 0.0) & (v >= f64::MIN))
+            .fold(true, |ok, &v| ok & (f64::MIN..=0.0).contains(&v))
     })
 }
 

@@ -100,7 +100,7 @@ fn chunk_samples(group_size: usize) -> usize {
 /// Counts of `samples` samples (whole groups) of `stream`, from sample `first_sample`
 /// (even, so the chunk starts on a block boundary).
 fn count_chunk(
-    generator: &Philox4x32,
+    generator: Philox4x32,
     stream: u64,
     first_sample: usize,
     samples: usize,
@@ -196,7 +196,7 @@ impl Job {
             let first_sample = (item % self.chunks_per_replicate) * self.chunk;
             let samples = self.chunk.min(self.samples - first_sample);
             let totals = count_chunk(
-                &self.generator,
+                self.generator,
                 replicate as u64,
                 first_sample,
                 samples,
@@ -341,10 +341,7 @@ mod tests {
                     );
                 }
             }
-            assert_eq!(
-                f64::from(bound) * f64::from(UNIFORM_STEP) >= f64::from(threshold),
-                true
-            );
+            assert!(f64::from(bound) * f64::from(UNIFORM_STEP) >= f64::from(threshold));
         }
     }
 
