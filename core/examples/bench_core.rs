@@ -16,7 +16,7 @@ use arlbook_core::math::policy_loss::{
     PolicyLossConfig, PolicyLossInput, TokenAdvantages, policy_loss,
 };
 use arlbook_core::math::reduction::Reduction;
-use arlbook_core::rng::RandomStream;
+use arlbook_core::rng::{Philox4x32, RandomStream};
 
 const SEQUENCES: usize = 4096;
 const EPS_LOW: f64 = 0.2;
@@ -93,6 +93,46 @@ fn write_policy_data(path: &str, data: &PolicyData) -> std::io::Result<()> {
     out.flush()
 }
 
+/// Checks, in this optimised build, that the batched Philox blocks the bandit sampler
+/// uses are the sequential stream's words (unit tests run unoptimised, and an optimiser
+/// bug once broke a vectorised version), and that the threaded count-based sampler gives
+/// the per-sample estimator's value.
+fn self_check() -> Result<(), Box<dyn std::error::Error>> {
+    let generator = Philox4x32::new(7);
+    let mut blocks = vec![[0u32; 4]; 10_000];
+    generator.fill_blocks(3, 0, &mut blocks);
+    let mut stream = RandomStream::new(7, 3);
+    if blocks.iter().any(|b| *b != stream.next_block()) {
+        return Err("Philox4x32::fill_blocks differs from RandomStream in this build".into());
+    }
+    let bandit = TwoArmed::new(0.3, 0.8, 0.35)?;
+    let (group_size, samples) = (4, 300_000);
+    let fast = sample_estimates(&bandit, Baseline::LeaveOneOut, group_size, samples, 2, 5)?;
+    for (r, &value) in fast.iter().enumerate() {
+        let mut stream = RandomStream::new(5, r as u64);
+        let mut total = 0.0;
+        for _ in 0..samples / group_size {
+            let mut rewards = [0.0; 4];
+            let mut scores = [0.0; 4];
+            for (reward, score) in rewards.iter_mut().zip(&mut scores) {
+                let chose_a = stream.bernoulli(bandit.p);
+                let q = if chose_a { bandit.q_a } else { bandit.q_b };
+                *reward = f64::from(u8::from(stream.bernoulli(q)));
+                *score = if chose_a { 1.0 - bandit.p } else { -bandit.p };
+            }
+            let sum: f64 = rewards.iter().sum();
+            for (reward, score) in rewards.iter().zip(&scores) {
+                total += (reward - (sum - reward) / 3.0) * score;
+            }
+        }
+        let reference = total / samples as f64;
+        if (value - reference).abs() > 1e-12 {
+            return Err(format!("bandit sampler {value} vs per-sample {reference}").into());
+        }
+    }
+    Ok(())
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
     let [_, path, samples, repeats] = args.as_slice() else {
@@ -100,6 +140,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let samples: usize = samples.parse()?;
     let repeats: usize = repeats.parse()?;
+    self_check()?;
 
     let data = make_policy_data();
     write_policy_data(path, &data)?;

@@ -1,12 +1,12 @@
 //! Sampled bandit policy-gradient estimates on the GPU (`bandit_mc.wgsl`).
 //!
-//! The kernel returns exact integer counts per replicate; the estimate is finished here
-//! in `f64`, so it equals [`crate::math::bandit::sample_estimates`] up to `f64`
-//! rounding (the CPU sums per-sample `f64` scores, this path multiplies counts).
+//! The kernel returns exact integer counts per replicate, the same counts the CPU sampler
+//! keeps; both finish them with [`estimate_from_counts`], so the estimates equal
+//! [`crate::math::bandit::sample_estimates`] exactly.
 
 use super::runner::{Job, Slot, bits, groups_for, run, words};
 use super::{GpuContext, GpuError};
-use crate::math::bandit::{Baseline, TwoArmed};
+use crate::math::bandit::{Baseline, SampleCounts, TwoArmed, estimate_from_counts};
 
 fn to_u32(field: &str, value: usize) -> Result<u32, GpuError> {
     u32::try_from(value).map_err(|_| GpuError::TooLarge(format!("{field} = {value} exceeds u32")))
@@ -50,20 +50,15 @@ pub async fn sample_estimates(
     )
     .await?;
     let counts = words(&out[0]);
-    let n = samples as f64;
-    let g = group_size as f64;
-    let p = bandit.p;
     Ok(counts
         .chunks_exact(4)
         .map(|c| {
-            let (sum_ar, sum_r) = (f64::from(c[0]), f64::from(c[1]));
-            let centred = (u64::from(c[2]) | (u64::from(c[3]) << 32)) as i64 as f64;
-            match baseline {
-                Baseline::None => (sum_ar - p * sum_r) / n,
-                Baseline::LeaveOneOut if group_size == 1 => (sum_ar - p * sum_r) / n,
-                Baseline::GroupMean => centred / g / n,
-                Baseline::LeaveOneOut => centred / (g - 1.0) / n,
-            }
+            let counts = SampleCounts {
+                rewarded_a: u64::from(c[0]),
+                rewarded: u64::from(c[1]),
+                centred: i128::from((u64::from(c[2]) | (u64::from(c[3]) << 32)) as i64),
+            };
+            estimate_from_counts(bandit.p, baseline, group_size, samples, &counts)
         })
         .collect())
 }

@@ -20,11 +20,14 @@
 //! - `N` must be a multiple of `G`; a partial last group would have its own shrinkage.
 //! - With `G = 1`, leave-one-out has no other sample and uses `b = 0` (the no-baseline
 //!   estimator), and the group mean is the sample itself, so every estimate is 0.
-//! - The sampler keeps three running sums per group, never a per-sample buffer, so an
-//!   estimate over ten million samples allocates nothing.
+//! - The sampler keeps integer counts per replicate, never a per-sample buffer, so an
+//!   estimate over ten million samples allocates almost nothing; the counts make the
+//!   result exact under any split of the work across threads (`bandit/sampler.rs`).
 
 use crate::error::{FieldError, Result, check};
-use crate::rng::{RandomStream, uniform_from_word};
+
+mod sampler;
+pub use sampler::SampleCounts;
 
 /// What is subtracted from each reward before it multiplies the score.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -165,70 +168,40 @@ pub fn check_grouping(group_size: usize, samples: usize) -> Result<()> {
     Ok(())
 }
 
-/// One estimate from `samples` draws of `stream`.
-///
-/// Draw order, per sample `i = 0..N` in order: one uniform for the action (`A` when
-/// `u < p`, compared in `f32`), then one uniform for the reward (1 when `u < q_action`).
-/// Groups are consecutive runs of `group_size` samples. Call [`check_grouping`] first.
-/// The thresholds `p`, `q_A`, `q_B` are rounded to `f32` (as a GPU kernel has them); the
-/// score `1{a = A} - p` uses `p` in `f64`.
-pub fn sample_estimate(
-    bandit: &TwoArmed,
+/// The estimate of one replicate from its integer counts (see [`SampleCounts`]):
+/// `sum_i (R_i - b_i) s_i / N` is `(n_AR - p n_R) / N` without a baseline,
+/// `centred / (G N)` with the group mean and `centred / ((G - 1) N)` leave-one-out
+/// (`G / (G - 1)` times the group-mean form). The CPU sampler and the GPU kernel both
+/// produce these counts, and both finish them here, so they agree exactly.
+pub fn estimate_from_counts(
+    p: f64,
     baseline: Baseline,
     group_size: usize,
     samples: usize,
-    stream: &mut RandomStream,
+    counts: &SampleCounts,
 ) -> f64 {
-    let p_f32 = bandit.p as f32;
-    let q_a_f32 = bandit.q_a as f32;
-    let q_b_f32 = bandit.q_b as f32;
-    let score_a = 1.0 - bandit.p;
-    let score_b = -bandit.p;
-    let g_size = group_size as f64;
-    // Sum of rewards, of scores and of reward * score over the group: enough for all
-    // three baselines, since sum_i (R_i - mean R) s_i = sum R s - mean R * sum s.
-    let (mut sum_r, mut sum_s, mut sum_rs) = (0.0f64, 0.0f64, 0.0f64);
-    let mut in_group = 0usize;
-    let mut total = 0.0;
-    // Written without data-dependent branches (half the draws go each way, so a branch
-    // would be mispredicted about once per sample); words are taken a block (two
-    // samples) at a time, in exactly the order of sequential `next_u32` calls.
-    let mut take_sample = |action_word: u32, reward_word: u32| {
-        let chose_a = uniform_from_word(action_word) < p_f32;
-        let q = if chose_a { q_a_f32 } else { q_b_f32 };
-        let score = if chose_a { score_a } else { score_b };
-        let reward = f64::from(u8::from(uniform_from_word(reward_word) < q));
-        sum_r += reward;
-        sum_rs += reward * score;
-        sum_s += score;
-        in_group += 1;
-        if in_group == group_size {
-            total += match baseline {
-                Baseline::None => sum_rs,
-                Baseline::GroupMean => sum_rs - sum_r / g_size * sum_s,
-                Baseline::LeaveOneOut if group_size == 1 => sum_rs,
-                // R_i - (sum R - R_i)/(G-1) = G/(G-1) (R_i - mean R).
-                Baseline::LeaveOneOut => {
-                    g_size / (g_size - 1.0) * (sum_rs - sum_r / g_size * sum_s)
-                }
-            };
-            (sum_r, sum_s, sum_rs, in_group) = (0.0, 0.0, 0.0, 0);
+    let n = samples as f64;
+    let g = group_size as f64;
+    let centred = counts.centred as f64;
+    match baseline {
+        Baseline::None => (counts.rewarded_a as f64 - p * counts.rewarded as f64) / n,
+        Baseline::LeaveOneOut if group_size == 1 => {
+            (counts.rewarded_a as f64 - p * counts.rewarded as f64) / n
         }
-    };
-    for _ in 0..samples / 2 {
-        let [a0, r0, a1, r1] = stream.next_block();
-        take_sample(a0, r0);
-        take_sample(a1, r1);
+        Baseline::GroupMean => centred / g / n,
+        Baseline::LeaveOneOut => centred / (g - 1.0) / n,
     }
-    if samples % 2 == 1 {
-        let action_word = stream.next_u32();
-        take_sample(action_word, stream.next_u32());
-    }
-    total / samples as f64
 }
 
-/// `estimates` independent estimates; replicate `r` draws from
-/// `RandomStream::new(seed, r)` in the order of [`sample_estimate`].
+/// `estimates` independent estimates of `samples` draws each, in groups of `group_size`.
+///
+/// Draw order: replicate `r` reads `RandomStream::new(seed, r)`; sample `i` takes one
+/// uniform for the action (`A` when `u < p`), then one for the reward (1 when
+/// `u < q_action`); groups are consecutive runs of `group_size` samples. The thresholds
+/// `p`, `q_A`, `q_B` are rounded to `f32` (as a GPU kernel has them). The estimate is
+/// finished from exact integer counts ([`estimate_from_counts`]); long runs are cut into
+/// fixed chunks drawn on several threads, with the same result for any thread count (see
+/// `bandit/sampler.rs`).
 pub fn sample_estimates(
     bandit: &TwoArmed,
     baseline: Baseline,
@@ -238,12 +211,12 @@ pub fn sample_estimates(
     seed: u64,
 ) -> Result<Vec<f64>> {
     check_grouping(group_size, samples)?;
-    Ok((0..estimates)
-        .map(|r| {
-            let mut stream = RandomStream::new(seed, r as u64);
-            sample_estimate(bandit, baseline, group_size, samples, &mut stream)
-        })
-        .collect())
+    Ok(
+        sampler::replicate_counts(bandit, group_size, samples, estimates, seed)
+            .iter()
+            .map(|counts| estimate_from_counts(bandit.p, baseline, group_size, samples, counts))
+            .collect(),
+    )
 }
 
 /// Mean and sample variance (divisor `M - 1`) of `values`; the variance is 0 for fewer
@@ -264,6 +237,7 @@ pub fn mean_and_sample_variance(values: &[f64]) -> (f64, f64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rng::RandomStream;
     use proptest::prelude::*;
 
     const BASELINES: [Baseline; 3] = [Baseline::None, Baseline::GroupMean, Baseline::LeaveOneOut];
@@ -360,6 +334,56 @@ mod tests {
     fn bad_probability_names_its_field() {
         assert_eq!(TwoArmed::new(0.5, 1.5, 0.3).unwrap_err().field, "q[0]");
         assert_eq!(TwoArmed::new(f64::NAN, 0.5, 0.3).unwrap_err().field, "p");
+    }
+
+    /// The estimator written out per sample in `f64` with explicit baselines, from one
+    /// sequential stream: what the counts must reproduce up to rounding.
+    fn per_sample_estimate(
+        bandit: &TwoArmed,
+        baseline: Baseline,
+        g: usize,
+        n: usize,
+        r: u64,
+    ) -> f64 {
+        let mut stream = RandomStream::new(5, r);
+        let mut total = 0.0;
+        for _ in 0..n / g {
+            let (mut rewards, mut scores) = (vec![0.0; g], vec![0.0; g]);
+            for i in 0..g {
+                let chose_a = stream.bernoulli(bandit.p);
+                let q = if chose_a { bandit.q_a } else { bandit.q_b };
+                rewards[i] = if stream.bernoulli(q) { 1.0 } else { 0.0 };
+                scores[i] = if chose_a { 1.0 - bandit.p } else { -bandit.p };
+            }
+            let sum_r: f64 = rewards.iter().sum();
+            for i in 0..g {
+                let b = match baseline {
+                    Baseline::None => 0.0,
+                    Baseline::GroupMean => sum_r / g as f64,
+                    Baseline::LeaveOneOut if g == 1 => 0.0,
+                    Baseline::LeaveOneOut => (sum_r - rewards[i]) / (g as f64 - 1.0),
+                };
+                total += (rewards[i] - b) * scores[i];
+            }
+        }
+        total / n as f64
+    }
+
+    #[test]
+    fn count_based_estimates_equal_the_per_sample_formula() {
+        let bandit = TwoArmed::new(0.3, 0.8, 0.35).unwrap();
+        for baseline in BASELINES {
+            for (g, n) in [(1, 7), (2, 40), (4, 200_000), (5, 1_000)] {
+                let fast = sample_estimates(&bandit, baseline, g, n, 3, 5).unwrap();
+                for (r, &value) in fast.iter().enumerate() {
+                    let slow = per_sample_estimate(&bandit, baseline, g, n, r as u64);
+                    assert!(
+                        (value - slow).abs() < 1e-12,
+                        "{baseline:?} G={g} N={n}: {value} vs {slow}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]

@@ -93,6 +93,57 @@ pub fn exp_m1(x: f64) -> f64 {
     }
 }
 
+/// `exp` on the reduced range only: no range check, so a loop over it vectorises.
+#[inline]
+fn exp_in_range(x: f64) -> f64 {
+    let (k, r) = reduce(x);
+    (1.0 + exp_m1_reduced(r)) * pow2(k)
+}
+
+/// `exp_m1` on the reduced range only, with the `k = 0` case as a select.
+#[inline]
+fn exp_m1_in_range(x: f64) -> f64 {
+    let (k, r) = reduce(x);
+    let small = exp_m1_reduced(r);
+    let scaled = pow2(k) * (1.0 + small) - 1.0;
+    if k == 0.0 { small } else { scaled }
+}
+
+/// Every value inside `[LOW, HIGH]` (NaN is not), checked without branches.
+fn all_in_range(values: &[f64]) -> bool {
+    values
+        .iter()
+        .fold(true, |ok, &x| ok & (LOW..=HIGH).contains(&x))
+}
+
+/// `v = e^v` for every value: the same numbers as [`exp`] element by element, but in a
+/// loop the compiler vectorises (the range check is done once for the whole slice).
+pub fn exp_in_place(values: &mut [f64]) {
+    if all_in_range(values) {
+        for v in values.iter_mut() {
+            *v = exp_in_range(*v);
+        }
+    } else {
+        for v in values.iter_mut() {
+            *v = exp(*v);
+        }
+    }
+}
+
+/// `v = e^v - 1` for every value: the same numbers as [`exp_m1`], vectorised like
+/// [`exp_in_place`].
+pub fn exp_m1_in_place(values: &mut [f64]) {
+    if all_in_range(values) {
+        for v in values.iter_mut() {
+            *v = exp_m1_in_range(*v);
+        }
+    } else {
+        for v in values.iter_mut() {
+            *v = exp_m1(*v);
+        }
+    }
+}
+
 /// `out[i] = e^(a[i] - b[i])`, vectorised.
 pub fn exp_of_difference(a: &[f64], b: &[f64], out: &mut Vec<f64>) {
     out.extend(a.iter().zip(b).map(|(x, y)| exp(x - y)));
@@ -140,6 +191,25 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn slice_versions_equal_the_scalar_functions(
+            xs in proptest::collection::vec(-40.0f64..40.0, 0..40),
+            outlier in prop_oneof![Just(None), Just(Some(-800.0)), Just(Some(800.0)), Just(Some(f64::NAN))],
+        ) {
+            let mut xs = xs;
+            if let Some(x) = outlier {
+                xs.push(x);
+            }
+            let mut e = xs.clone();
+            exp_in_place(&mut e);
+            let mut m = xs.clone();
+            exp_m1_in_place(&mut m);
+            for (i, &x) in xs.iter().enumerate() {
+                prop_assert_eq!(e[i].to_bits(), exp(x).to_bits(), "exp({})", x);
+                prop_assert_eq!(m[i].to_bits(), exp_m1(x).to_bits(), "exp_m1({})", x);
+            }
+        }
+
         #[test]
         fn exp_is_within_a_few_ulp_of_libm(x in -708.0f64..709.0) {
             prop_assert!(ulps(exp(x), x.exp()) <= 3, "x = {}: {} vs {}", x, exp(x), x.exp());

@@ -55,9 +55,8 @@ use serde::{Deserialize, Serialize};
 use crate::Ragged;
 use crate::error::{FieldError, Result, check};
 use crate::math::clip::{ClipWidths, surrogate_point};
-use crate::math::fast_exp::exp_of_difference;
 use crate::math::kl::KlEstimator;
-use crate::math::reduction::{Reduction, row_weights, weighted_sum};
+use crate::math::reduction::{Reduction, row_weights};
 
 /// The surrogate objective per token.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
@@ -187,6 +186,49 @@ pub struct PolicyLoss {
     pub gradient: Ragged<f64>,
 }
 
+/// Every value finite and `<= 0` (NaN fails `<=`), scanned without branches.
+fn all_log_probs(values: &[f64]) -> bool {
+    values.chunks(4096).all(|chunk| {
+        chunk
+            .iter()
+            .fold(true, |ok, &v| ok & (f64::MIN..=0.0).contains(&v))
+    })
+}
+
+/// True when the log-probability arrays line up with `logp` and every value is a valid
+/// log-probability: one scan of all of them, split across threads like the token pass.
+/// Only when it is false does [`validate`] search for (and name) the first bad entry.
+fn log_probs_line_up_and_are_valid(input: &PolicyLossInput<'_>) -> bool {
+    let arrays: Vec<&[f64]> = [Some(input.logp), Some(input.logp_old), input.logp_ref]
+        .into_iter()
+        .flatten()
+        .map(|values| {
+            if values.offsets() == input.logp.offsets() {
+                Some(values.flat())
+            } else {
+                None
+            }
+        })
+        .collect::<Option<_>>()
+        .unwrap_or_default();
+    if arrays.is_empty() {
+        return false;
+    }
+    let tokens = input.logp.total_len();
+    let half = tokens / 2;
+    if token_pass::thread_count(tokens) < 2 {
+        return arrays.iter().all(|a| all_log_probs(a));
+    }
+    std::thread::scope(|scope| {
+        let second = scope.spawn(|| arrays.iter().all(|a| all_log_probs(&a[half..])));
+        let first = arrays.iter().all(|a| all_log_probs(&a[..half]));
+        let second = second
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        first & second
+    })
+}
+
 fn check_log_probs(field: &str, values: &Ragged<f64>) -> Result<()> {
     values.check_finite(field)?;
     for (i, row) in values.iter_rows().enumerate() {
@@ -203,16 +245,32 @@ fn check_log_probs(field: &str, values: &Ragged<f64>) -> Result<()> {
 /// Checks shapes, log-probabilities, advantages and settings (what [`policy_loss`] checks
 /// before computing), naming the API's fields.
 pub fn validate(input: &PolicyLossInput<'_>, config: &PolicyLossConfig) -> Result<()> {
+    // The common, valid case skips the per-array searches; otherwise they run in their
+    // usual order, so the first problem reported is the same either way.
+    validate_with(input, config, log_probs_line_up_and_are_valid(input))
+}
+
+/// [`validate`], skipping the log-probability value checks when `log_probs_known_valid`.
+fn validate_with(
+    input: &PolicyLossInput<'_>,
+    config: &PolicyLossConfig,
+    log_probs_known_valid: bool,
+) -> Result<()> {
+    let known_valid = log_probs_known_valid;
     let logp = input.logp;
     if logp.total_len() == 0 {
         return Err(FieldError::new("logp", "must contain at least one token"));
     }
     logp.check_same_shape("logp", "old_logp", input.logp_old)?;
-    check_log_probs("logp", logp)?;
-    check_log_probs("old_logp", input.logp_old)?;
+    if !known_valid {
+        check_log_probs("logp", logp)?;
+        check_log_probs("old_logp", input.logp_old)?;
+    }
     if let Some(reference) = input.logp_ref {
         logp.check_same_shape("logp", "ref_logp", reference)?;
-        check_log_probs("ref_logp", reference)?;
+        if !known_valid {
+            check_log_probs("ref_logp", reference)?;
+        }
     }
     match input.advantages {
         TokenAdvantages::PerSequence(a) => {
@@ -285,35 +343,30 @@ fn token_term(ratio: f64, advantage: f64, logp: f64, config: &PolicyLossConfig) 
     }
 }
 
-/// The ratio of every token: `exp(logp - logp_old)` or the sequence's geometric mean.
-fn ratios(logp: &Ragged<f64>, logp_old: &Ragged<f64>, level: RatioLevel) -> Result<Ragged<f64>> {
-    let mut values = Vec::with_capacity(logp.total_len());
-    match level {
-        RatioLevel::Token => exp_of_difference(logp.flat(), logp_old.flat(), &mut values),
-        RatioLevel::Sequence => sequence_ratios(logp, logp_old, &mut values),
-    }
-    if let Some(flat) = values.iter().position(|v| !v.is_finite()) {
-        let i = logp.offsets().partition_point(|&o| o <= flat) - 1;
-        let k = flat - logp.offsets()[i];
-        return Err(FieldError::new(
-            format!("logp[{i}][{k}]"),
-            "exp(logp - old_logp) overflows f64; the policies are too far apart",
-        ));
-    }
-    logp.with_values(values)
+/// GSPO's sequence ratio `exp(mean_k (logp - logp_old))`, one per row (1 for an empty
+/// row, which has no token to carry it).
+fn sequence_ratios(logp: &Ragged<f64>, logp_old: &Ragged<f64>) -> Vec<f64> {
+    logp.iter_rows()
+        .zip(logp_old.iter_rows())
+        .map(|(row, old)| {
+            if row.is_empty() {
+                return 1.0;
+            }
+            let log_ratio_sum: f64 = row.iter().zip(old).map(|(a, b)| a - b).sum();
+            (log_ratio_sum / row.len() as f64).exp()
+        })
+        .collect()
 }
 
-/// GSPO's sequence ratio `exp(mean_k (logp - logp_old))`, repeated on every token.
-fn sequence_ratios(logp: &Ragged<f64>, logp_old: &Ragged<f64>, values: &mut Vec<f64>) {
-    for (row, old) in logp.iter_rows().zip(logp_old.iter_rows()) {
-        if !row.is_empty() {
-            {
-                let log_ratio_sum: f64 = row.iter().zip(old).map(|(a, b)| a - b).sum();
-                let ratio = (log_ratio_sum / row.len() as f64).exp();
-                values.extend(std::iter::repeat_n(ratio, row.len()));
-            }
-        }
-    }
+/// The error for a ratio that overflowed, naming its token.
+fn overflow_error(logp: &Ragged<f64>, ratio: &[f64]) -> FieldError {
+    let flat = ratio.iter().position(|v| !v.is_finite()).unwrap_or(0);
+    let i = logp.offsets().partition_point(|&o| o <= flat) - 1;
+    let k = flat - logp.offsets()[i];
+    FieldError::new(
+        format!("logp[{i}][{k}]"),
+        "exp(logp - old_logp) overflows f64; the policies are too far apart",
+    )
 }
 
 /// Computes the policy loss, its reduction weights, clip statistics and gradient.
@@ -321,59 +374,73 @@ fn sequence_ratios(logp: &Ragged<f64>, logp_old: &Ragged<f64>, values: &mut Vec<
 /// One pass over the tokens into preallocated flat buffers: this runs on every slider
 /// move in the notebook and on every batch of the trainer.
 pub fn policy_loss(input: &PolicyLossInput<'_>, config: &PolicyLossConfig) -> Result<PolicyLoss> {
-    validate(input, config)?;
+    // Shapes, advantages and settings first; the log-probability values are checked by
+    // the token pass as it reads them (one read of the inputs, not two). Whenever
+    // anything fails, the full `validate` runs, so the error reported is the one its
+    // order gives.
+    let first_failure = |error: FieldError| validate(input, config).err().unwrap_or(error);
+    validate_with(input, config, true).map_err(first_failure)?;
     let lengths = input.logp.lengths();
-    let weights = row_weights(&lengths, config.reduction, config.constant)?;
-    let ratio = ratios(input.logp, input.logp_old, config.ratio_level)?;
-
-    let pass = token_pass::run(input, config, ratio.flat(), &weights);
-    let (low, high, dual) = (pass.clipped_low, pass.clipped_high, pass.dual_clipped);
-    let (pg, kl, grad) = (pass.pg, pass.kl, pass.gradient);
-    let pg_rows = input.logp.with_values(pg)?;
-    let kl_rows = input.logp.with_values(kl)?;
-    let gradient = input.logp.with_values(grad)?;
-
-    let pg_loss = weighted_sum(&pg_rows, &weights);
-    let kl = weighted_sum(&kl_rows, &weights);
-    let loss = pg_loss + config.beta * kl;
-    let tokens = ratio.total_len() as f64;
-    let fraction = |n: usize| n as f64 / tokens;
-    let result = PolicyLoss {
-        loss,
-        pg_loss,
-        kl,
-        token_weights: crate::math::reduction::expand_row_weights(&lengths, &weights)?,
-        pg_loss_per_token: pg_rows,
-        clip_fraction: ClipFraction {
-            low: fraction(low),
-            high: fraction(high),
-            dual: fraction(dual),
-            total: fraction(low + high + dual),
-        },
-        ratio_mean: ratio.flat().iter().sum::<f64>() / tokens,
-        ratio_max: ratio
-            .flat()
-            .iter()
-            .copied()
-            .fold(f64::NEG_INFINITY, f64::max),
-        ratio,
-        gradient,
+    let weights =
+        row_weights(&lengths, config.reduction, config.constant).map_err(first_failure)?;
+    let sequence_level = match config.ratio_level {
+        RatioLevel::Token => None,
+        RatioLevel::Sequence => Some(sequence_ratios(input.logp, input.logp_old)),
     };
-    let finite = [result.loss, result.pg_loss, result.kl, result.ratio_mean]
+    let source = sequence_level
+        .as_deref()
+        .map_or(RatioSource::PerToken, RatioSource::PerRow);
+    let pass = token_pass::run(input, config, source, &weights);
+    if !pass.log_probs_valid {
+        return Err(first_failure(FieldError::new(
+            "logp",
+            "must hold finite log-probabilities (<= 0)",
+        )));
+    }
+    if !pass.ratios_finite {
+        return Err(overflow_error(input.logp, &pass.ratio));
+    }
+    // Row sums in row order: the same numbers as `weighted_sum` over the per-token terms.
+    let weighted =
+        |row_sums: &[f64]| -> f64 { row_sums.iter().zip(&weights).map(|(s, w)| w * s).sum() };
+    let pg_loss = weighted(&pass.pg_row_sums);
+    let kl = weighted(&pass.kl_row_sums);
+    let loss = pg_loss + config.beta * kl;
+    let tokens = pass.ratio.len() as f64;
+    let fraction = |n: usize| n as f64 / tokens;
+    let (low, high, dual) = (pass.clipped_low, pass.clipped_high, pass.dual_clipped);
+    let ratio_mean = pass.ratio_row_sums.iter().sum::<f64>() / tokens;
+    let finite = [loss, pg_loss, kl, ratio_mean]
         .iter()
         .all(|v| v.is_finite())
-        && result.gradient.flat().iter().all(|v| v.is_finite())
-        && kl_rows.flat().iter().all(|v| v.is_finite());
+        && pass.outputs_finite;
     if !finite {
         return Err(FieldError::new(
             "logp",
             "the loss or its gradient overflows f64 for these inputs (ratios or KL too large)",
         ));
     }
-    Ok(result)
+    Ok(PolicyLoss {
+        loss,
+        pg_loss,
+        kl,
+        token_weights: input.logp.with_values(pass.token_weights)?,
+        pg_loss_per_token: input.logp.with_values(pass.pg)?,
+        clip_fraction: ClipFraction {
+            low: fraction(low),
+            high: fraction(high),
+            dual: fraction(dual),
+            total: fraction(low + high + dual),
+        },
+        ratio_mean,
+        ratio_max: pass.ratio_max,
+        ratio: input.logp.with_values(pass.ratio)?,
+        gradient: input.logp.with_values(pass.gradient)?,
+    })
 }
 
 mod token_pass;
+use token_pass::RatioSource;
 
 #[cfg(test)]
 mod tests;

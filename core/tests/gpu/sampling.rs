@@ -35,6 +35,8 @@ fn bandit_estimates_match_cpu_for_every_baseline_and_group_size() {
                     let what = format!("p={p} {baseline:?} G={group_size} replicate {r}");
                     assert_same_estimate(&what, g, c);
                 }
+                // Both finish the same integer counts with the same function.
+                assert_eq!(gpu, cpu, "p={p} {baseline:?} G={group_size}");
             }
         }
     }
@@ -58,6 +60,7 @@ fn bandit_long_replicates_match_cpu() {
     for (&g, &c) in gpu.iter().zip(&cpu) {
         assert_same_estimate("long replicate", g, c);
     }
+    assert_eq!(gpu, cpu);
 }
 
 fn random_problem(inputs: &mut Inputs, actions: usize) -> Problem {

@@ -277,3 +277,41 @@ proptest! {
         prop_assert!(out.clip_fraction.total <= 1.0 + 1e-12);
     }
 }
+
+/// The token pass checks the log-probabilities as it reads them; the error must still be
+/// the one `validate` reports first, on batches large enough to be split across threads.
+#[test]
+fn bad_log_probabilities_in_a_large_batch_are_named_in_validation_order() {
+    let lens = vec![700usize; 200];
+    let rows: Vec<Vec<f64>> = lens.iter().map(|&l| vec![-0.5; l]).collect();
+    let good = Ragged::from_rows(&rows);
+    let adv = vec![0.5; lens.len()];
+    let mut late_nan = good.flat().to_vec();
+    late_nan[150 * 700 + 3] = f64::NAN;
+    let late_nan = Ragged::from_flat(late_nan, &lens).unwrap();
+    let mut positive = good.flat().to_vec();
+    positive[199 * 700] = 0.25;
+    let positive = Ragged::from_flat(positive, &lens).unwrap();
+    let error = |logp: &Ragged<f64>, old: &Ragged<f64>, reference: Option<&Ragged<f64>>, beta| {
+        let input = PolicyLossInput {
+            logp,
+            logp_old: old,
+            logp_ref: reference,
+            advantages: TokenAdvantages::PerSequence(&adv),
+        };
+        let config = PolicyLossConfig {
+            beta,
+            ..PolicyLossConfig::default()
+        };
+        policy_loss(&input, &config).unwrap_err().field
+    };
+    assert_eq!(error(&good, &late_nan, None, 0.0), "old_logp[150][3]");
+    assert_eq!(error(&positive, &late_nan, None, 0.0), "logp[199][0]");
+    assert_eq!(
+        error(&good, &good, Some(&positive), 0.1),
+        "ref_logp[199][0]"
+    );
+    // A settings error comes after the value checks in `validate`'s order.
+    assert_eq!(error(&late_nan, &good, None, -1.0), "logp[150][3]");
+    assert_eq!(error(&good, &good, None, -1.0), "beta");
+}

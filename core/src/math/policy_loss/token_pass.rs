@@ -1,91 +1,367 @@
-//! The per-token pass of the policy loss: every token's loss term, KL term and gradient,
-//! and the clip counts.
+//! The per-token pass of the policy loss: every token's ratio, reduction weight, loss
+//! term, KL term and gradient, each row's sums, and the clip counts.
 //!
 //! Each token's outputs depend only on that token, so on native targets a large batch is
 //! split at row boundaries across threads, each filling its own slice of the output
-//! buffers. The results are bit-identical to the sequential pass whatever the thread
-//! count; the reductions that follow (sums over tokens) stay sequential for the same
-//! reason. In the browser (wasm32, no threads) the pass is always sequential.
+//! buffers (and touching those pages first, so the page faults are shared too). Every
+//! sum is formed per row, in token order, inside the pass; the caller then adds the row
+//! sums in row order. No sum ever spans a thread boundary, so the results are
+//! bit-identical whatever the thread count (and to the single-threaded pass). In the
+//! browser (wasm32, no threads) the pass is always sequential.
 
 use std::ops::Range;
 
-use super::{PolicyLossConfig, PolicyLossInput, TokenAdvantages, token_term};
-use crate::math::kl::{KlPoint, kl_point};
+use super::{Objective, PolicyLossConfig, PolicyLossInput, TokenAdvantages, token_term};
+use crate::math::fast_exp::{exp_in_place, exp_m1_in_place};
+use crate::math::kl::{KlEstimator, KlPoint, kl_point};
 
 /// Below this many tokens a second thread costs more than it saves.
 const PARALLEL_MIN_TOKENS: usize = 1 << 16;
 
-/// Per-token outputs of the pass, flat (row after row), and the clip counts.
+/// Where each token's ratio comes from.
+#[derive(Clone, Copy)]
+pub(super) enum RatioSource<'a> {
+    /// `exp(logp - logp_old)` per token.
+    PerToken,
+    /// One ratio per row (GSPO's sequence ratio), repeated on its tokens.
+    PerRow(&'a [f64]),
+}
+
+/// Per-token outputs of the pass, flat (row after row), per-row sums and the counts.
 pub(super) struct TokenPass {
+    pub ratio: Vec<f64>,
+    pub token_weights: Vec<f64>,
     pub pg: Vec<f64>,
     pub kl: Vec<f64>,
     pub gradient: Vec<f64>,
+    /// `sum_k l_ik`, `sum_k kl_ik` and `sum_k q_ik` per row, each in token order.
+    pub pg_row_sums: Vec<f64>,
+    pub kl_row_sums: Vec<f64>,
+    pub ratio_row_sums: Vec<f64>,
+    pub ratio_max: f64,
+    /// Every `logp`, `logp_old` and `logp_ref` value is finite and `<= 0`.
+    pub log_probs_valid: bool,
+    /// Every ratio is finite.
+    pub ratios_finite: bool,
+    /// Every KL term and gradient is finite.
+    pub outputs_finite: bool,
     pub clipped_low: usize,
     pub clipped_high: usize,
     pub dual_clipped: usize,
 }
 
-#[derive(Default, Clone, Copy)]
-struct ClipCounts {
+/// What a chunk reports besides its slices.
+#[derive(Clone, Copy)]
+struct ChunkSummary {
     low: usize,
     high: usize,
     dual: usize,
+    ratio_max: f64,
+    log_probs_valid: bool,
+    ratios_finite: bool,
+    outputs_finite: bool,
 }
 
-/// Output slices of one chunk of rows, starting at token `offsets[rows.start]`.
+/// Every value finite and `<= 0` (NaN fails `<=`), without branches.
+fn valid_log_probs(values: &[f64]) -> bool {
+    values
+        .iter()
+        .fold(true, |ok, &v| ok & (f64::MIN..=0.0).contains(&v))
+}
+
+/// Output slices of one chunk of rows: per-token slices start at token
+/// `offsets[rows.start]`, per-row slices at row `rows.start`.
 struct ChunkOut<'a> {
+    ratio: &'a mut [f64],
+    token_weights: &'a mut [f64],
+    pg: &'a mut [f64],
+    kl: &'a mut [f64],
+    gradient: &'a mut [f64],
+    pg_row_sums: &'a mut [f64],
+    kl_row_sums: &'a mut [f64],
+    ratio_row_sums: &'a mut [f64],
+}
+
+impl<'a> ChunkOut<'a> {
+    /// Splits off the first `rows` rows holding `tokens` tokens.
+    fn split_off_front(&mut self, rows: usize, tokens: usize) -> ChunkOut<'a> {
+        // Moves the front off a borrowed slice, leaving the rest in place.
+        #[allow(clippy::mut_mut)]
+        fn front<'b>(slice: &mut &'b mut [f64], n: usize) -> &'b mut [f64] {
+            let (head, tail) = std::mem::take(slice).split_at_mut(n);
+            *slice = tail;
+            head
+        }
+        ChunkOut {
+            ratio: front(&mut self.ratio, tokens),
+            token_weights: front(&mut self.token_weights, tokens),
+            pg: front(&mut self.pg, tokens),
+            kl: front(&mut self.kl, tokens),
+            gradient: front(&mut self.gradient, tokens),
+            pg_row_sums: front(&mut self.pg_row_sums, rows),
+            kl_row_sums: front(&mut self.kl_row_sums, rows),
+            ratio_row_sums: front(&mut self.ratio_row_sums, rows),
+        }
+    }
+}
+
+/// One row's constants on the common path: PPO clip without a dual clip, one advantage
+/// per sequence, and k3 without clamps (or no KL term).
+struct PpoRow {
+    advantage: f64,
+    weight: f64,
+    ratio_low: f64,
+    ratio_high: f64,
+    beta: f64,
+}
+
+/// One row's per-token outputs; `kl` holds `e^y - 1` on entry when there is a reference.
+struct RowOut<'a> {
     pg: &'a mut [f64],
     kl: &'a mut [f64],
     gradient: &'a mut [f64],
 }
 
-fn fill_rows(
-    input: &PolicyLossInput<'_>,
-    config: &PolicyLossConfig,
-    ratio: &[f64],
-    row_weights: &[f64],
-    rows: Range<usize>,
-    out: &mut ChunkOut<'_>,
-) -> ClipCounts {
+impl PpoRow {
+    /// The numbers `token_term` and `kl_point` give, written as selects instead of
+    /// branches (a ratio beyond the clip is data, not control flow), so the loop has no
+    /// unpredictable jumps and can vectorise. Returns the low and high clip counts and
+    /// whether every KL term and gradient is finite.
+    // `&` on bools on purpose: both sides are cheap and a jump would be mispredicted.
+    #[allow(clippy::needless_bitwise_bool)]
+    fn fill(
+        &self,
+        ratio: &[f64],
+        logp: &[f64],
+        reference: Option<&[f64]>,
+        out: &mut RowOut<'_>,
+    ) -> (usize, usize, bool) {
+        let PpoRow {
+            advantage,
+            weight,
+            ratio_low,
+            ratio_high,
+            beta,
+        } = *self;
+        let (positive, negative) = (advantage > 0.0, advantage < 0.0);
+        let (objective_high, objective_low) = (ratio_high * advantage, ratio_low * advantage);
+        let (mut low, mut high, mut finite) = (0usize, 0usize, true);
+        // `surrogate_point`: the clipped side's objective is the bound times A and its
+        // slope 0; the loss is minus the objective, d loss / d logp = -slope * q.
+        let mut token = |q: f64| {
+            let clipped_high = positive & (q > ratio_high);
+            let clipped_low = negative & (q < ratio_low);
+            high += usize::from(clipped_high);
+            low += usize::from(clipped_low);
+            let objective = if clipped_high {
+                objective_high
+            } else if clipped_low {
+                objective_low
+            } else {
+                q * advantage
+            };
+            let slope = if clipped_high | clipped_low {
+                0.0
+            } else {
+                advantage
+            };
+            (-objective, -slope * q)
+        };
+        match reference {
+            Some(reference) => {
+                let inputs = ratio.iter().zip(logp).zip(reference);
+                let outputs = out
+                    .pg
+                    .iter_mut()
+                    .zip(out.kl.iter_mut())
+                    .zip(out.gradient.iter_mut());
+                for (((&q, &lp), &lr), ((pg, kl), gradient)) in inputs.zip(outputs) {
+                    let (loss, d_loss) = token(q);
+                    let y = -(lp - lr);
+                    let exp_m1 = *kl;
+                    let value = exp_m1 - y;
+                    let g = weight * (d_loss + beta * -exp_m1);
+                    *pg = loss;
+                    *kl = value;
+                    *gradient = g;
+                    finite &= value.is_finite() & g.is_finite();
+                }
+            }
+            None => {
+                let outputs = out
+                    .pg
+                    .iter_mut()
+                    .zip(out.kl.iter_mut())
+                    .zip(out.gradient.iter_mut());
+                for (&q, ((pg, kl), gradient)) in ratio.iter().zip(outputs) {
+                    let (loss, d_loss) = token(q);
+                    let g = weight * (d_loss + beta * 0.0);
+                    *pg = loss;
+                    *kl = 0.0;
+                    *gradient = g;
+                    finite &= g.is_finite();
+                }
+            }
+        }
+        (low, high, finite)
+    }
+}
+
+/// The shared, read-only inputs of every chunk.
+struct Shared<'a> {
+    input: &'a PolicyLossInput<'a>,
+    config: &'a PolicyLossConfig,
+    ratios: RatioSource<'a>,
+    row_weights: &'a [f64],
+}
+
+// One loop over rows with its fast and general token paths side by side; splitting it
+// would mostly move the shared locals into parameters.
+#[allow(clippy::too_many_lines)]
+fn fill_rows(shared: &Shared<'_>, rows: Range<usize>, out: &mut ChunkOut<'_>) -> ChunkSummary {
+    let Shared {
+        input,
+        config,
+        ratios,
+        row_weights,
+    } = *shared;
     let offsets = input.logp.offsets();
+    let (logp_all, logp_old_all) = (input.logp.flat(), input.logp_old.flat());
     let base = offsets[rows.start];
+    let first_row = rows.start;
     let (ratio_low, ratio_high) = (config.clip.ratio_low(), config.clip.ratio_high());
     let no_kl = KlPoint {
         value: 0.0,
         d_value_d_logp: 0.0,
     };
-    let mut counts = ClipCounts::default();
+    let mut summary = ChunkSummary {
+        low: 0,
+        high: 0,
+        dual: 0,
+        ratio_max: f64::NEG_INFINITY,
+        log_probs_valid: true,
+        ratios_finite: true,
+        outputs_finite: true,
+    };
     for i in rows {
         let weight = row_weights[i];
+        let tokens = offsets[i]..offsets[i + 1];
+        let local = tokens.start - base..tokens.end - base;
+        // Checking the row here brings it into cache for the loops below.
+        summary.log_probs_valid &= valid_log_probs(&logp_all[tokens.clone()])
+            & valid_log_probs(&logp_old_all[tokens.clone()])
+            & input
+                .logp_ref
+                .is_none_or(|r| valid_log_probs(&r.flat()[tokens.clone()]));
+        // Ratios, weights and the k3 exponentials first, in loops simple enough to
+        // vectorise; the branchy per-token loop below then only reads them.
+        let ratio = &mut out.ratio[local.clone()];
+        match ratios {
+            RatioSource::PerToken => {
+                let (logp, old) = (&logp_all[tokens.clone()], &logp_old_all[tokens.clone()]);
+                for ((q, &a), &b) in ratio.iter_mut().zip(logp).zip(old) {
+                    *q = a - b;
+                }
+                exp_in_place(ratio);
+            }
+            RatioSource::PerRow(per_row) => ratio.fill(per_row[i]),
+        }
+        out.token_weights[local.clone()].fill(weight);
+        let ratio = &out.ratio[local.clone()];
+        summary.ratios_finite &= ratio.iter().fold(true, |ok, q| ok & q.is_finite());
+        summary.ratio_max = ratio.iter().copied().fold(summary.ratio_max, f64::max);
+        // `kl[t]` holds e^y - 1 for y = -(logp - logp_ref) until the token loop replaces
+        // it by the k3 value (the numbers `kl_point` computes, without the clamps).
+        let fast_k3 = match input.logp_ref {
+            Some(reference) if config.kl_estimator == KlEstimator::K3 && !config.kl_clamp => {
+                let kl = &mut out.kl[local.clone()];
+                let reference = &reference.flat()[tokens.clone()];
+                for ((y, &a), &b) in kl.iter_mut().zip(&logp_all[tokens.clone()]).zip(reference) {
+                    *y = -(a - b);
+                }
+                exp_m1_in_place(kl);
+                Some(reference)
+            }
+            _ => None,
+        };
+        let mut outputs_finite = true;
+        let fast_ppo = config.objective == Objective::Ppo && config.clip.dual_clip.is_none();
+        if let (true, TokenAdvantages::PerSequence(advantages)) = (fast_ppo, input.advantages) {
+            let row = PpoRow {
+                advantage: advantages[i],
+                weight,
+                ratio_low,
+                ratio_high,
+                beta: config.beta,
+            };
+            let reference = match (fast_k3, input.logp_ref) {
+                (Some(reference), _) => Some(Some(reference)),
+                (None, None) => Some(None),
+                (None, Some(_)) => None,
+            };
+            if let Some(reference) = reference {
+                let mut row_out = RowOut {
+                    pg: &mut out.pg[local.clone()],
+                    kl: &mut out.kl[local.clone()],
+                    gradient: &mut out.gradient[local.clone()],
+                };
+                let (low, high, finite) =
+                    row.fill(ratio, &logp_all[tokens.clone()], reference, &mut row_out);
+                summary.low += low;
+                summary.high += high;
+                summary.outputs_finite &= finite;
+                let r = i - first_row;
+                out.pg_row_sums[r] = out.pg[local.clone()].iter().sum();
+                out.kl_row_sums[r] = out.kl[local.clone()].iter().sum();
+                out.ratio_row_sums[r] = out.ratio[local].iter().sum();
+                continue;
+            }
+        }
         // Token indices into the flat inputs; several arrays share them.
         #[allow(clippy::needless_range_loop)]
-        for t in offsets[i]..offsets[i + 1] {
-            let logp = input.logp.flat()[t];
-            let q = ratio[t];
+        for t in tokens {
+            let logp = logp_all[t];
+            let q = ratio[t - offsets[i]];
             let advantage = match input.advantages {
                 TokenAdvantages::PerSequence(a) => a[i],
                 TokenAdvantages::PerToken(a) => a.flat()[t],
             };
             let term = token_term(q, advantage, logp, config);
-            let kl_term = input.logp_ref.map_or(no_kl, |r| {
-                kl_point(logp, r.flat()[t], config.kl_estimator, config.kl_clamp)
-            });
             let local = t - base;
+            let kl_term = match fast_k3 {
+                Some(reference) => {
+                    let y = -(logp - reference[t - offsets[i]]);
+                    let exp_m1 = out.kl[local];
+                    KlPoint {
+                        value: exp_m1 - y,
+                        d_value_d_logp: -exp_m1,
+                    }
+                }
+                None => input.logp_ref.map_or(no_kl, |r| {
+                    kl_point(logp, r.flat()[t], config.kl_estimator, config.kl_clamp)
+                }),
+            };
+            let gradient = weight * (term.d_loss_d_logp + config.beta * kl_term.d_value_d_logp);
             out.pg[local] = term.loss;
             out.kl[local] = kl_term.value;
-            out.gradient[local] =
-                weight * (term.d_loss_d_logp + config.beta * kl_term.d_value_d_logp);
-            counts.low += usize::from(advantage < 0.0 && q < ratio_low);
-            counts.high += usize::from(advantage > 0.0 && q > ratio_high);
-            counts.dual +=
+            out.gradient[local] = gradient;
+            outputs_finite &= kl_term.value.is_finite() & gradient.is_finite();
+            summary.low += usize::from(advantage < 0.0 && q < ratio_low);
+            summary.high += usize::from(advantage > 0.0 && q > ratio_high);
+            summary.dual +=
                 usize::from(advantage < 0.0 && config.clip.dual_clip.is_some_and(|c| q > c));
         }
+        summary.outputs_finite &= outputs_finite;
+        let row = i - first_row;
+        out.pg_row_sums[row] = out.pg[local.clone()].iter().sum();
+        out.kl_row_sums[row] = out.kl[local.clone()].iter().sum();
+        out.ratio_row_sums[row] = out.ratio[local].iter().sum();
     }
-    counts
+    summary
 }
 
 /// How many threads to use for `tokens` tokens.
-fn thread_count(tokens: usize) -> usize {
+pub(super) fn thread_count(tokens: usize) -> usize {
     if cfg!(target_arch = "wasm32") || tokens < PARALLEL_MIN_TOKENS {
         return 1;
     }
@@ -113,73 +389,99 @@ fn row_chunks(offsets: &[usize], parts: usize) -> Vec<Range<usize>> {
     chunks
 }
 
+/// The five per-token output buffers, zeroed. Zeroing reused heap memory is a `memset`
+/// as long as the pass's own arithmetic, so with several threads two of them clear
+/// buffers at the same time.
+fn zeroed_buffers(tokens: usize, threads: usize) -> [Vec<f64>; 5] {
+    if threads < 2 {
+        return std::array::from_fn(|_| vec![0.0; tokens]);
+    }
+    std::thread::scope(|scope| {
+        let helper = scope.spawn(|| [vec![0.0; tokens], vec![0.0; tokens]]);
+        let [c, d, e] = std::array::from_fn(|_| vec![0.0; tokens]);
+        let [a, b] = helper
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        [a, b, c, d, e]
+    })
+}
+
 /// Runs the pass over every token.
 pub(super) fn run(
     input: &PolicyLossInput<'_>,
     config: &PolicyLossConfig,
-    ratio: &[f64],
+    ratios: RatioSource<'_>,
     row_weights: &[f64],
 ) -> TokenPass {
-    let tokens = ratio.len();
-    let mut pg = vec![0.0; tokens];
-    let mut kl = vec![0.0; tokens];
-    let mut gradient = vec![0.0; tokens];
     let offsets = input.logp.offsets();
+    let (rows, tokens) = (offsets.len() - 1, input.logp.total_len());
     let chunks = row_chunks(offsets, thread_count(tokens));
-    let counts: Vec<ClipCounts> =
-        if chunks.len() <= 1 {
-            let mut out = ChunkOut {
-                pg: &mut pg,
-                kl: &mut kl,
-                gradient: &mut gradient,
-            };
-            let all_rows = 0..offsets.len() - 1;
-            vec![fill_rows(
-                input,
-                config,
-                ratio,
-                row_weights,
-                all_rows,
-                &mut out,
-            )]
-        } else {
-            std::thread::scope(|scope| {
-                let (mut pg_rest, mut kl_rest, mut gradient_rest) =
-                    (&mut pg[..], &mut kl[..], &mut gradient[..]);
-                let mut handles = Vec::with_capacity(chunks.len());
-                for rows in chunks {
-                    let len = offsets[rows.end] - offsets[rows.start];
-                    let (pg_chunk, pg_tail) = std::mem::take(&mut pg_rest).split_at_mut(len);
-                    let (kl_chunk, kl_tail) = std::mem::take(&mut kl_rest).split_at_mut(len);
-                    let (gradient_chunk, gradient_tail) =
-                        std::mem::take(&mut gradient_rest).split_at_mut(len);
-                    (pg_rest, kl_rest, gradient_rest) = (pg_tail, kl_tail, gradient_tail);
-                    let mut out = ChunkOut {
-                        pg: pg_chunk,
-                        kl: kl_chunk,
-                        gradient: gradient_chunk,
-                    };
-                    handles.push(scope.spawn(move || {
-                        fill_rows(input, config, ratio, row_weights, rows, &mut out)
-                    }));
-                }
-                handles
-                    .into_iter()
-                    .map(|h| {
-                        h.join()
-                            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-                    })
-                    .collect()
-            })
-        };
-    TokenPass {
+    let [ratio, token_weights, pg, kl, gradient] = zeroed_buffers(tokens, chunks.len());
+    let mut pass = TokenPass {
+        ratio,
+        token_weights,
         pg,
         kl,
         gradient,
-        clipped_low: counts.iter().map(|c| c.low).sum(),
-        clipped_high: counts.iter().map(|c| c.high).sum(),
-        dual_clipped: counts.iter().map(|c| c.dual).sum(),
+        pg_row_sums: vec![0.0; rows],
+        kl_row_sums: vec![0.0; rows],
+        ratio_row_sums: vec![0.0; rows],
+        ratio_max: f64::NEG_INFINITY,
+        log_probs_valid: true,
+        ratios_finite: true,
+        outputs_finite: true,
+        clipped_low: 0,
+        clipped_high: 0,
+        dual_clipped: 0,
+    };
+    let shared = Shared {
+        input,
+        config,
+        ratios,
+        row_weights,
+    };
+    let mut out = ChunkOut {
+        ratio: &mut pass.ratio,
+        token_weights: &mut pass.token_weights,
+        pg: &mut pass.pg,
+        kl: &mut pass.kl,
+        gradient: &mut pass.gradient,
+        pg_row_sums: &mut pass.pg_row_sums,
+        kl_row_sums: &mut pass.kl_row_sums,
+        ratio_row_sums: &mut pass.ratio_row_sums,
+    };
+    let summaries: Vec<ChunkSummary> = if chunks.len() <= 1 {
+        vec![fill_rows(&shared, 0..rows, &mut out)]
+    } else {
+        let shared = &shared;
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = chunks
+                .into_iter()
+                .map(|range| {
+                    let len = offsets[range.end] - offsets[range.start];
+                    let mut chunk = out.split_off_front(range.len(), len);
+                    scope.spawn(move || fill_rows(shared, range, &mut chunk))
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+                })
+                .collect()
+        })
+    };
+    for s in summaries {
+        pass.clipped_low += s.low;
+        pass.clipped_high += s.high;
+        pass.dual_clipped += s.dual;
+        pass.ratio_max = pass.ratio_max.max(s.ratio_max);
+        pass.log_probs_valid &= s.log_probs_valid;
+        pass.ratios_finite &= s.ratios_finite;
+        pass.outputs_finite &= s.outputs_finite;
     }
+    pass
 }
 
 #[cfg(test)]
@@ -210,33 +512,61 @@ mod tests {
             beta: 0.1,
             ..PolicyLossConfig::default()
         };
-        let ratio: Vec<f64> = logp
-            .flat()
-            .iter()
-            .zip(logp_old.flat())
-            .map(|(a, b)| (a - b).exp())
-            .collect();
         let weights = vec![1.0 / total as f64; lengths.len()];
-        let split = run(&input, &config, &ratio, &weights);
-        let (mut pg, mut kl, mut gradient) = (vec![0.0; total], vec![0.0; total], vec![0.0; total]);
+        let split = run(&input, &config, RatioSource::PerToken, &weights);
+        let shared = Shared {
+            input: &input,
+            config: &config,
+            ratios: RatioSource::PerToken,
+            row_weights: &weights,
+        };
+        let zeros = |n: usize| vec![0.0; n];
+        let (mut ratio, mut token_weights, mut pg, mut kl, mut gradient) = (
+            zeros(total),
+            zeros(total),
+            zeros(total),
+            zeros(total),
+            zeros(total),
+        );
+        let rows = lengths.len();
+        let (mut pg_rows, mut kl_rows, mut ratio_rows) = (zeros(rows), zeros(rows), zeros(rows));
         let mut out = ChunkOut {
+            ratio: &mut ratio,
+            token_weights: &mut token_weights,
             pg: &mut pg,
             kl: &mut kl,
             gradient: &mut gradient,
+            pg_row_sums: &mut pg_rows,
+            kl_row_sums: &mut kl_rows,
+            ratio_row_sums: &mut ratio_rows,
         };
-        let counts = fill_rows(
-            &input,
-            &config,
-            &ratio,
-            &weights,
-            0..lengths.len(),
-            &mut out,
-        );
+        let summary = fill_rows(&shared, 0..rows, &mut out);
+        assert!(row_chunks(logp.offsets(), 2).len() > 1);
+        assert_eq!(split.ratio, ratio);
+        assert_eq!(split.token_weights, token_weights);
         assert_eq!(split.pg, pg);
         assert_eq!(split.kl, kl);
         assert_eq!(split.gradient, gradient);
-        assert_eq!(split.clipped_low, counts.low);
-        assert_eq!(split.clipped_high, counts.high);
+        assert_eq!(split.pg_row_sums, pg_rows);
+        assert_eq!(split.kl_row_sums, kl_rows);
+        assert_eq!(split.ratio_row_sums, ratio_rows);
+        assert_eq!(split.ratio_max, summary.ratio_max);
+        assert_eq!(split.clipped_low, summary.low);
+        assert_eq!(split.clipped_high, summary.high);
+        // Token by token, the same bits as the plain scalar formulas.
+        for (i, rows) in logp.offsets().windows(2).enumerate() {
+            for t in rows[0]..rows[1] {
+                let (lp, old, reference) = (logp.flat()[t], logp_old.flat()[t], logp_ref.flat()[t]);
+                let q = crate::math::fast_exp::exp(lp - old);
+                let term = token_term(q, advantages[i], lp, &config);
+                let kl_term = kl_point(lp, reference, KlEstimator::K3, false);
+                assert_eq!(split.ratio[t].to_bits(), q.to_bits());
+                assert_eq!(split.pg[t].to_bits(), term.loss.to_bits());
+                assert_eq!(split.kl[t].to_bits(), kl_term.value.to_bits());
+                let g = weights[i] * (term.d_loss_d_logp + config.beta * kl_term.d_value_d_logp);
+                assert_eq!(split.gradient[t].to_bits(), g.to_bits());
+            }
+        }
     }
 
     #[test]
