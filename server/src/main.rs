@@ -10,6 +10,8 @@ mod env_cmd;
 mod figure_cmd;
 mod output;
 mod serve;
+mod train;
+mod train_cmd;
 
 /// arlbook: an interactive notebook on reinforcement learning for LLM agents.
 #[derive(Debug, Parser)]
@@ -29,15 +31,38 @@ enum Command {
     Serve(serve::ServeArgs),
     /// The code-repair agent environment: sample tasks, run episodes, measure policies.
     Env(env_cmd::EnvArgs),
+    /// Train the transformer policy: SFT on teacher demonstrations, then GRPO.
+    Train(train_cmd::TrainArgs),
+    /// Evaluate a checkpoint: success, pass@k with 95% intervals, paired comparison.
+    Eval(train_cmd::EvalArgs),
+    /// The trainer's synthetic GRPO workload, timed (used by `cargo xtask bench train`).
+    #[command(hide = true)]
+    BenchTrain(train_cmd::BenchArgs),
+}
+
+/// burn materialises restored optimizer state on its default device, which with the
+/// wgpu backend compiled in is the GPU. Make the CPU backend the default unless the
+/// user chose otherwise; the trainer passes its own device everywhere else.
+#[allow(unsafe_code)]
+fn default_burn_device_to_cpu() {
+    if std::env::var_os("BURN_DEVICE").is_none() {
+        // SAFETY: called first thing in `main`, before any thread exists, so nothing
+        // can read the environment concurrently.
+        unsafe { std::env::set_var("BURN_DEVICE", "flex") };
+    }
 }
 
 fn main() -> ExitCode {
+    default_burn_device_to_cpu();
     let cli = Cli::parse();
     let outcome = match cli.command {
         Command::Compute(args) => compute_cmd::run(&args),
         Command::Figure(args) => figure_cmd::run(&args),
         Command::Serve(args) => serve::run(&args).map(|()| ExitCode::SUCCESS),
         Command::Env(args) => env_cmd::run(&args),
+        Command::Train(args) => train_cmd::run_train(&args),
+        Command::Eval(args) => train_cmd::run_eval(&args),
+        Command::BenchTrain(args) => train_cmd::run_bench(&args),
     };
     match outcome {
         Ok(code) => code,

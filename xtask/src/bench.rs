@@ -22,7 +22,8 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
     match args.first().map(String::as_str) {
         Some("core") | None => bench_core(),
         Some("gpu") => bench_gpu(),
-        Some(other) => bail!("unknown bench suite `{other}` (available: core, gpu)"),
+        Some("train") => crate::bench_train::run(),
+        Some(other) => bail!("unknown bench suite `{other}` (available: core, gpu, train)"),
     }
 }
 

@@ -84,3 +84,28 @@ pub fn ensure_wasm_target() -> anyhow::Result<()> {
         .current_dir(workspace_root())
         .args(["target", "add", TARGET]))
 }
+
+/// Makes `command` (a cargo build or test) lint the workspace's own crates while it
+/// compiles them: clippy's driver stands in for rustc on workspace members (cargo's
+/// `RUSTC_WORKSPACE_WRAPPER`, exactly what `cargo clippy` sets) and turns every warning
+/// into an error. Dependencies are compiled by rustc as usual. So one build both lints
+/// (with the lint levels of `[workspace.lints]`) and produces the test binaries, instead
+/// of a `cargo clippy` check build followed by a second, full build.
+pub fn lint_while_building(command: &mut Command) -> anyhow::Result<&mut Command> {
+    let driver = output(
+        Command::new("rustup")
+            .current_dir(workspace_root())
+            .args(["which", "clippy-driver"]),
+    )
+    .map(|path| path.trim().to_owned())
+    .or_else(|_| {
+        if has_program("clippy-driver") {
+            Ok("clippy-driver".to_owned())
+        } else {
+            bail!("clippy-driver not found: install clippy (`rustup component add clippy`)")
+        }
+    })?;
+    Ok(command
+        .env("RUSTC_WORKSPACE_WRAPPER", driver)
+        .env("CLIPPY_ARGS", "-Dwarnings"))
+}

@@ -19,26 +19,35 @@ const SYSTEM_CHROMIUM: &str = "/usr/bin/chromium";
 /// Builds the bundle (dev profile: the tests check numbers, not speed), then runs the
 /// browser tests.
 pub fn run_browser_tests() -> anyhow::Result<()> {
-    let dist = web::build(&WebOptions { dev: true })?;
+    let dist = web::build(&WebOptions {
+        dev: true,
+        lint: true,
+    })?;
+    let mut test = cargo();
+    // `--workspace` and the linting wrapper, as `cargo xtask test` builds: the same
+    // packages, features and compiler give the same fingerprints, so the binary built
+    // there is reused here instead of rebuilt.
+    test.args(["test", "--workspace", "--test", "e2e", "--", "--nocapture"]);
+    crate::cmd::lint_while_building(&mut test)?;
+    browser_test_env(&mut test, &dist)?;
+    run(&mut test)?;
+    eprintln!("xtask: browser tests passed");
+    Ok(())
+}
+
+/// Turns on the browser tests in a `cargo test` of the workspace: the bundle in
+/// `dist`, Chromium (installed when missing), and where screenshots go.
+pub fn browser_test_env(command: &mut Command, dist: &Path) -> anyhow::Result<()> {
     let chromium = ensure_chromium()?;
     let target_dir = std::env::var_os("CARGO_TARGET_DIR").map_or_else(
         || workspace_root().join("target"),
         |dir| workspace_root().join(dir),
     );
-    let out = target_dir.join("e2e");
-    // `--workspace`, as `cargo xtask test` runs the other tests: the same packages give
-    // the same feature set, so the binary and its dependencies built there are reused
-    // here instead of rebuilt with the features of `arlbook-server` alone.
-    run(cargo()
-        .args(["test", "--workspace", "--test", "e2e", "--", "--nocapture"])
+    command
         .env("ARLBOOK_E2E", "1")
-        .env("ARLBOOK_WEB_DIR", &dist)
+        .env("ARLBOOK_WEB_DIR", dist)
         .env("ARLBOOK_CHROMIUM", &chromium)
-        .env("ARLBOOK_E2E_OUT", &out))?;
-    eprintln!(
-        "xtask: browser tests passed; screenshots in {}",
-        out.display()
-    );
+        .env("ARLBOOK_E2E_OUT", target_dir.join("e2e"));
     Ok(())
 }
 

@@ -7,6 +7,7 @@
 use std::process::ExitCode;
 
 mod bench;
+mod bench_train;
 mod cmd;
 mod e2e;
 mod serve;
@@ -27,6 +28,7 @@ tasks:
   check           the static part of `test`: fmt, clippy, wasm32 checks
   bench core      CPU core vs numpy, side by side, with ratios
   bench gpu       every WGSL kernel vs its CPU reference, at three sizes
+  bench train     the trainer's GRPO workload vs the same model in PyTorch (CPU)
 ";
 
 fn main() -> ExitCode {

@@ -1,9 +1,9 @@
-//! `cargo xtask test` (what CI runs) and `cargo xtask check` (its static part).
+//! `cargo xtask test` (what CI runs) and `cargo xtask check` (the lints alone).
 //!
 //! One target directory, debug builds with optimised dependencies (see the workspace
 //! `Cargo.toml`). Leptos is built only for wasm32: natively the app is its pure part
-//! (figures, state, drawing), so no heavy crate is built twice. The browser tests
-//! (`e2e.rs`) come last.
+//! (figures, state, drawing), so no heavy crate is built twice. `test` lints while it
+//! builds (see [`run_all`]); `check` runs `cargo clippy` as a developer would.
 
 use crate::cmd::{cargo, ensure_wasm_target, run};
 
@@ -42,12 +42,26 @@ pub fn run_static_checks() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Everything: the static checks, then every test of every native crate.
+/// Everything CI runs, with as few builds as possible on a 2-core machine:
+/// 1. `cargo fmt --check`;
+/// 2. the notebook's wasm32 build (dev profile), linting core, shaders and the app for
+///    wasm32 while compiling them (this is also the wasm32 build check of the core);
+/// 3. one `cargo test --workspace` that lints every native crate while compiling it
+///    (clippy's driver as the workspace compiler, warnings denied) and runs every test,
+///    the browser tests included (against the bundle of step 2, in headless Chromium).
 pub fn run_all() -> anyhow::Result<()> {
     ensure_lavapipe()?;
-    run_static_checks()?;
-    run(cargo().args(["test", "--workspace", "--no-fail-fast"]))?;
-    crate::e2e::run_browser_tests()?;
+    ensure_wasm_target()?;
+    run(cargo().args(["fmt", "--all", "--check"]))?;
+    let dist = crate::web::build(&crate::web::WebOptions {
+        dev: true,
+        lint: true,
+    })?;
+    let mut test = cargo();
+    test.args(["test", "--workspace", "--no-fail-fast"]);
+    crate::cmd::lint_while_building(&mut test)?;
+    crate::e2e::browser_test_env(&mut test, &dist)?;
+    run(&mut test)?;
     eprintln!("xtask: all checks and tests passed");
     Ok(())
 }

@@ -15,6 +15,8 @@ use crate::cmd::{cargo, ensure_wasm_target, run, workspace_root};
 pub struct WebOptions {
     /// Build the wasm in the dev profile (faster to build, slower to run).
     pub dev: bool,
+    /// Lint the workspace crates (core, shaders, app) for wasm32 while building them.
+    pub lint: bool,
 }
 
 impl WebOptions {
@@ -22,6 +24,7 @@ impl WebOptions {
     pub fn parse(args: &[String]) -> Self {
         Self {
             dev: args.iter().any(|a| a == "--dev"),
+            lint: false,
         }
     }
 }
@@ -45,6 +48,9 @@ pub fn build(options: &WebOptions) -> anyhow::Result<PathBuf> {
     ]);
     if !options.dev {
         build.arg("--release");
+    }
+    if options.lint {
+        crate::cmd::lint_while_building(&mut build)?;
     }
     run(&mut build)?;
 

@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use super::action::{TOOL_SPEC, ToolCall, parse_call};
 use super::env::CodeEnv;
 use super::interp::DEFAULT_STEP_LIMIT;
-use super::policy::{Generation, Policy};
+use super::policy::{Generation, Policy, PolicyInfo};
 use super::record::{EndReason, EpisodeRecord, ModelCall, Span, SpanRole};
 use super::task::Task;
 use super::tokenizer::{BOS, CALL, END, OBS, TOKENIZER_VERSION, Tokenizer, tokenizer};
@@ -171,47 +171,121 @@ fn read_action(generation: Generation, limit: usize) -> Action {
     }
 }
 
-/// Runs one episode of `policy` on `task` and returns its record.
-pub fn run_episode(
-    task: &Task,
-    policy: &mut dyn Policy,
-    config: &HarnessConfig,
+/// One episode in progress: the harness loop turned inside out, so a trainer can step
+/// many episodes in lockstep and answer their model calls in one batched forward pass.
+///
+/// [`run_episode`] is this loop with one policy answering each request in turn; a
+/// batched driver does the same with [`EpisodeRun::next_limit`],
+/// [`EpisodeRun::request`] and [`EpisodeRun::apply`], and ends with
+/// [`EpisodeRun::into_record`].
+pub struct EpisodeRun {
+    task_id: String,
+    family: String,
+    split: super::task::Split,
     ids: EpisodeIds,
     seed: u64,
-) -> EpisodeRecord {
-    let tokenizer = tokenizer();
-    let mut policy_rng = RandomStream::new(seed, POLICY_STREAM + ids.sample_id);
-    let mut fault_rng = RandomStream::new(seed, FAULT_STREAM + ids.sample_id);
-    let mut env = CodeEnv::new(task.clone(), config.step_limit);
-    let mut transcript = Transcript {
-        tokenizer,
-        tokens: Vec::new(),
-        spans: Vec::new(),
-    };
-    let mut prompt = vec![BOS];
-    prompt.extend(tokenizer.encode(&prompt_text(task)));
-    prompt.push(CALL);
-    transcript.push(SpanRole::Prompt, &prompt);
+    config: HarnessConfig,
+    env: CodeEnv,
+    transcript: Transcript<'static>,
+    calls: Vec<ModelCall>,
+    potentials: Vec<f64>,
+    malformed_in_a_row: usize,
+    reward: f64,
+    policy_rng: RandomStream,
+    fault_rng: RandomStream,
+    limit: usize,
+    ended: Option<EndReason>,
+}
 
-    let mut calls: Vec<ModelCall> = Vec::new();
-    let mut potentials = vec![env.visible_pass_fraction()];
-    let mut malformed_in_a_row = 0;
-    let mut reward = 0.0;
-    let end_reason = loop {
-        if calls.len() >= config.max_turns {
-            break EndReason::TurnBudget;
+impl std::fmt::Debug for EpisodeRun {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EpisodeRun")
+            .field("task_id", &self.task_id)
+            .field("ids", &self.ids)
+            .field("turns", &self.calls.len())
+            .field("tokens", &self.transcript.tokens.len())
+            .field("ended", &self.ended)
+            .finish_non_exhaustive()
+    }
+}
+
+impl EpisodeRun {
+    /// Starts an episode: the prompt is in the transcript, no call made yet.
+    pub fn new(task: &Task, config: &HarnessConfig, ids: EpisodeIds, seed: u64) -> Self {
+        let tokenizer = tokenizer();
+        let env = CodeEnv::new(task.clone(), config.step_limit);
+        let mut transcript = Transcript {
+            tokenizer,
+            tokens: Vec::new(),
+            spans: Vec::new(),
+        };
+        let mut prompt = vec![BOS];
+        prompt.extend(tokenizer.encode(&prompt_text(task)));
+        prompt.push(CALL);
+        transcript.push(SpanRole::Prompt, &prompt);
+        let potentials = vec![env.visible_pass_fraction()];
+        Self {
+            task_id: task.id.clone(),
+            family: task.family.clone(),
+            split: task.split,
+            ids,
+            seed,
+            config: config.clone(),
+            env,
+            transcript,
+            calls: Vec::new(),
+            potentials,
+            malformed_in_a_row: 0,
+            reward: 0.0,
+            policy_rng: RandomStream::new(seed, POLICY_STREAM + ids.sample_id),
+            fault_rng: RandomStream::new(seed, FAULT_STREAM + ids.sample_id),
+            limit: 0,
+            ended: None,
         }
-        let room = config
+    }
+
+    /// Applies the budgets before the next model call: `Some(limit)`, the most tokens
+    /// the call may generate, or `None` once the episode has ended.
+    pub fn next_limit(&mut self) -> Option<usize> {
+        if self.ended.is_some() {
+            return None;
+        }
+        if self.calls.len() >= self.config.max_turns {
+            self.ended = Some(EndReason::TurnBudget);
+            return None;
+        }
+        let room = self
+            .config
             .max_context_tokens
-            .saturating_sub(transcript.tokens.len());
+            .saturating_sub(self.transcript.tokens.len());
         if room == 0 {
-            break EndReason::TokenBudget;
+            self.ended = Some(EndReason::TokenBudget);
+            return None;
         }
-        let limit = config.max_new_tokens.min(room);
-        let context_ids = transcript.tokens.clone();
-        let generation = policy.next_tokens(&context_ids, limit, &mut policy_rng);
+        self.limit = self.config.max_new_tokens.min(room);
+        Some(self.limit)
+    }
+
+    /// The context of the pending call and the policy's random stream for it.
+    pub fn request(&mut self) -> (&[u32], &mut RandomStream) {
+        (&self.transcript.tokens, &mut self.policy_rng)
+    }
+
+    /// Whether the episode has ended.
+    pub fn is_done(&self) -> bool {
+        self.ended.is_some()
+    }
+
+    /// Feeds the policy's answer to the pending call (after [`Self::next_limit`] gave
+    /// `Some`): parses it, runs the tool and appends the observation.
+    pub fn apply(&mut self, generation: Generation) {
+        if self.ended.is_some() {
+            return;
+        }
+        let limit = self.limit;
+        let context_ids = self.transcript.tokens.clone();
         let action = read_action(generation, limit);
-        transcript.push(SpanRole::Action, &action.generated);
+        self.transcript.push(SpanRole::Action, &action.generated);
         let has_end = action.has_end;
         let parsed = action.parsed;
         let mut call_record = ModelCall {
@@ -226,22 +300,23 @@ pub fn run_episode(
             env_fault: false,
         };
         let step = match &parsed {
-            Err(_) if !has_end && limit < config.max_new_tokens => {
+            Err(_) if !has_end && limit < self.config.max_new_tokens => {
                 Step::End(EndReason::TokenBudget, String::new())
             }
             Err(message) => {
-                malformed_in_a_row += 1;
-                if malformed_in_a_row >= config.max_malformed {
+                self.malformed_in_a_row += 1;
+                if self.malformed_in_a_row >= self.config.max_malformed {
                     Step::End(EndReason::MalformedLimit, message.clone())
                 } else {
                     Step::Continue(message.clone())
                 }
             }
             Ok(call) => {
-                malformed_in_a_row = 0;
+                self.malformed_in_a_row = 0;
                 let uses_executor = matches!(call, ToolCall::RunTests | ToolCall::Finish);
-                let crashed = uses_executor && fault_rng.bernoulli(config.fault_probability);
-                execute(&mut env, call, crashed)
+                let crashed =
+                    uses_executor && self.fault_rng.bernoulli(self.config.fault_probability);
+                execute(&mut self.env, call, crashed)
             }
         };
         let (observation, ended) = match step {
@@ -251,40 +326,63 @@ pub fn run_episode(
         if ended == Some(EndReason::EnvFault) {
             call_record.env_fault = true;
         }
-        if ended == Some(EndReason::Finish) && env.passes_hidden_tests() {
-            reward = 1.0;
+        if ended == Some(EndReason::Finish) && self.env.passes_hidden_tests() {
+            self.reward = 1.0;
         }
         if !observation.is_empty() {
-            let obs_ids = transcript.observation_ids(&observation);
-            transcript.push(SpanRole::Observation, &obs_ids);
+            let obs_ids = self.transcript.observation_ids(&observation);
+            self.transcript.push(SpanRole::Observation, &obs_ids);
             call_record.observation_ids = obs_ids;
             call_record.observation_text = observation;
         }
-        calls.push(call_record);
-        potentials.push(env.visible_pass_fraction());
-        if let Some(reason) = ended {
-            break reason;
-        }
-    };
-    EpisodeRecord {
-        task_id: task.id.clone(),
-        family: task.family.clone(),
-        split: task.split,
-        group_id: ids.group_id,
-        sample_id: ids.sample_id,
-        seed,
-        policy: policy.info(),
-        harness: config.clone(),
-        tokenizer: TOKENIZER_VERSION.to_owned(),
-        env_version: ENV_VERSION.to_owned(),
-        tokens: transcript.tokens,
-        spans: transcript.spans,
-        calls,
-        end_reason,
-        terminated: end_reason.is_terminated(),
-        truncated: end_reason.is_truncated(),
-        env_fault: end_reason == EndReason::EnvFault,
-        reward,
-        visible_pass_fraction: potentials,
+        self.calls.push(call_record);
+        self.potentials.push(self.env.visible_pass_fraction());
+        self.ended = ended;
     }
+
+    /// The record of the ended episode, stamped with who acted.
+    ///
+    /// Call it after [`Self::next_limit`] returned `None`; an episode stopped earlier
+    /// is recorded as cut off by the turn budget.
+    pub fn into_record(self, policy: PolicyInfo) -> EpisodeRecord {
+        let end_reason = self.ended.unwrap_or(EndReason::TurnBudget);
+        EpisodeRecord {
+            task_id: self.task_id,
+            family: self.family,
+            split: self.split,
+            group_id: self.ids.group_id,
+            sample_id: self.ids.sample_id,
+            seed: self.seed,
+            policy,
+            harness: self.config,
+            tokenizer: TOKENIZER_VERSION.to_owned(),
+            env_version: ENV_VERSION.to_owned(),
+            tokens: self.transcript.tokens,
+            spans: self.transcript.spans,
+            calls: self.calls,
+            end_reason,
+            terminated: end_reason.is_terminated(),
+            truncated: end_reason.is_truncated(),
+            env_fault: end_reason == EndReason::EnvFault,
+            reward: self.reward,
+            visible_pass_fraction: self.potentials,
+        }
+    }
+}
+
+/// Runs one episode of `policy` on `task` and returns its record.
+pub fn run_episode(
+    task: &Task,
+    policy: &mut dyn Policy,
+    config: &HarnessConfig,
+    ids: EpisodeIds,
+    seed: u64,
+) -> EpisodeRecord {
+    let mut run = EpisodeRun::new(task, config, ids, seed);
+    while let Some(limit) = run.next_limit() {
+        let (context, rng) = run.request();
+        let generation = policy.next_tokens(context, limit, rng);
+        run.apply(generation);
+    }
+    run.into_record(policy.info())
 }

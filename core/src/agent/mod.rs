@@ -43,7 +43,7 @@ pub mod tokenizer;
 
 pub use action::{EditMode, ToolCall, parse_call};
 pub use batch::{PaddedBatch, pad_records};
-pub use harness::{EpisodeIds, HarnessConfig, run_episode};
+pub use harness::{EpisodeIds, EpisodeRun, HarnessConfig, run_episode};
 pub use policy::{Generation, Policy, PolicyInfo, SamplingSettings, Teacher, UniformRandom};
 pub use record::{EndReason, EpisodeRecord, ModelCall, Span, SpanRole};
 pub use reward::{RewardScheme, turn_rewards};

@@ -1,0 +1,167 @@
+"""The GRPO workload of `server/src/train/bench.rs` in PyTorch, for a side-by-side run.
+
+Same model (GPT-2 layout: token + learned position embeddings, pre-norm blocks with a
+fused qkv projection, 4x GELU MLP, final LayerNorm, linear head), same shapes, same
+phases: a prefill and greedy decode with a key/value cache (rollout), then forward,
+the clipped token-mean surrogate, backward over microbatches and one AdamW step
+(update). Prints one JSON object with the same fields as the Rust side.
+
+    python bench/torch_policy.py --layers 2 --width 96 --heads 4 --context 640 \
+        --vocab 408 --rows 64 --prompt 200 --new-tokens 32 --microbatch-rows 16
+"""
+
+import argparse
+import json
+import math
+import time
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class Block(nn.Module):
+    def __init__(self, width, heads):
+        super().__init__()
+        self.heads = heads
+        self.norm_attention = nn.LayerNorm(width)
+        self.qkv = nn.Linear(width, 3 * width)
+        self.out = nn.Linear(width, width)
+        self.norm_mlp = nn.LayerNorm(width)
+        self.up = nn.Linear(width, 4 * width)
+        self.down = nn.Linear(4 * width, width)
+
+    def project(self, x):
+        n, t, d = x.shape
+        q, k, v = self.qkv(self.norm_attention(x)).split(d, dim=2)
+        shape = (n, t, self.heads, d // self.heads)
+        return (q.view(shape).transpose(1, 2), k.view(shape).transpose(1, 2), v.view(shape).transpose(1, 2))
+
+    def attend(self, q, k, v, mask):
+        n, h, t, dh = q.shape
+        scores = q @ k.transpose(2, 3) / math.sqrt(dh)
+        scores = scores.masked_fill(mask, -1e9)
+        context = torch.softmax(scores, dim=3) @ v
+        return self.out(context.transpose(1, 2).reshape(n, t, h * dh))
+
+    def mlp(self, x):
+        return self.down(F.gelu(self.up(self.norm_mlp(x))))
+
+    def forward(self, x, mask):
+        q, k, v = self.project(x)
+        x = x + self.attend(q, k, v, mask)
+        return x + self.mlp(x), (k, v)
+
+    def step(self, x, cache, mask):
+        q, k, v = self.project(x)
+        keys = torch.cat([cache[0], k], dim=2)
+        values = torch.cat([cache[1], v], dim=2)
+        x = x + self.attend(q, keys, values, mask)
+        return x + self.mlp(x), (keys, values)
+
+
+class Policy(nn.Module):
+    def __init__(self, vocab, width, heads, layers, context):
+        super().__init__()
+        self.tokens = nn.Embedding(vocab, width)
+        self.positions = nn.Embedding(context, width)
+        self.blocks = nn.ModuleList([Block(width, heads) for _ in range(layers)])
+        self.norm = nn.LayerNorm(width)
+        self.head = nn.Linear(width, vocab)
+
+    def forward(self, ids):
+        n, s = ids.shape
+        positions = torch.arange(s).unsqueeze(0).expand(n, s)
+        causal = torch.ones(s, s, dtype=torch.bool).triu(1).view(1, 1, s, s)
+        x = self.tokens(ids) + self.positions(positions)
+        for block in self.blocks:
+            x, _ = block(x, causal)
+        return self.head(self.norm(x))
+
+    @torch.no_grad()
+    def prefill(self, ids):
+        n, s = ids.shape
+        positions = torch.arange(s).unsqueeze(0).expand(n, s)
+        causal = torch.ones(s, s, dtype=torch.bool).triu(1).view(1, 1, s, s)
+        x = self.tokens(ids) + self.positions(positions)
+        caches = []
+        for block in self.blocks:
+            x, cache = block(x, causal)
+            caches.append(cache)
+        return caches, self.head(self.norm(x[:, -1:, :]))[:, 0, :]
+
+    @torch.no_grad()
+    def decode_step(self, caches, tokens, position):
+        n = tokens.shape[0]
+        x = self.tokens(tokens.view(n, 1)) + self.positions(torch.full((n, 1), position))
+        keys = caches[0][0].shape[2] + 1
+        mask = torch.zeros(1, 1, 1, keys, dtype=torch.bool)
+        new = []
+        for block, cache in zip(self.blocks, caches):
+            x, cache = block.step(x, cache, mask)
+            new.append(cache)
+        return new, self.head(self.norm(x))[:, 0, :]
+
+
+def surrogate(logp, logp_old, advantages, weights, eps_low=0.2, eps_high=0.28):
+    ratio = torch.exp(logp - logp_old)
+    unclipped = ratio * advantages
+    clipped = torch.clamp(ratio, 1 - eps_low, 1 + eps_high) * advantages
+    return (-torch.minimum(unclipped, clipped) * weights).sum()
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    for name, default in [("layers", 2), ("width", 96), ("heads", 4), ("context", 640), ("vocab", 408),
+                          ("rows", 64), ("prompt", 200), ("new-tokens", 32), ("microbatch-rows", 16),
+                          ("repeats", 3), ("threads", 2)]:
+        parser.add_argument(f"--{name}", type=int, default=default)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(1)
+    model = Policy(args.vocab, args.width, args.heads, args.layers, args.context)
+    optim = torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.01)
+    contexts = torch.randint(6, args.vocab, (args.rows, args.prompt))
+    seq = args.prompt + args.new_tokens
+    best_rollout = best_update = float("inf")
+    for repeat in range(args.repeats + 1):
+        t0 = time.perf_counter()
+        model.eval()
+        caches, logits = model.prefill(contexts)
+        sequences = [contexts]
+        for step in range(args.new_tokens):
+            next_tokens = logits.argmax(dim=1)
+            sequences.append(next_tokens.view(-1, 1))
+            caches, logits = model.decode_step(caches, next_tokens, args.prompt + step)
+        rollout_s = time.perf_counter() - t0
+        sequences = torch.cat(sequences, dim=1)
+        t1 = time.perf_counter()
+        model.train()
+        optim.zero_grad()
+        t = seq - 1
+        weight = 1.0 / (args.rows * args.new_tokens)
+        for start in range(0, args.rows, args.microbatch_rows):
+            chunk = sequences[start:start + args.microbatch_rows]
+            n = chunk.shape[0]
+            mask = (torch.arange(t) + 1 >= args.prompt).float().view(1, t).expand(n, t)
+            logp = torch.log_softmax(model(chunk[:, :t]), dim=2).gather(2, chunk[:, 1:].unsqueeze(2)).squeeze(2)
+            loss = surrogate(logp, logp.detach() * mask, torch.full((n, 1), 0.5), mask * weight)
+            loss.backward()
+        optim.step()
+        update_s = time.perf_counter() - t1
+        if repeat > 0:
+            best_rollout = min(best_rollout, rollout_s)
+            best_update = min(best_update, update_s)
+    print(json.dumps({
+        "implementation": f"pytorch {torch.__version__}",
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "rollout_s": best_rollout,
+        "rollout_tokens_per_s": args.rows * args.new_tokens / best_rollout,
+        "update_s": best_update,
+        "update_tokens_per_s": args.rows * (seq - 1) / best_update,
+        "grpo_step_s": best_rollout + best_update,
+    }))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,464 @@
+//! The training configuration: one TOML file (see `configs/`), every field with a
+//! default, unknown fields rejected, and [`TrainConfig::validate`] naming the field
+//! (`grpo.group_size`) of anything out of range.
+//!
+//! The GRPO knobs carry the names TRL and verl users know: `group_size` (TRL
+//! `num_generations`, verl `rollout.n`), `tasks_per_batch`, `reduction`
+//! (`loss_type` / `loss_agg_mode`), `eps_low` / `eps_high` (`epsilon` /
+//! `epsilon_high`, `clip_ratio_low` / `clip_ratio_high`), `dual_clip` (`clip_ratio_c`),
+//! `advantage_scale` (`scale_rewards`), `kl_beta` / `kl_estimator` (`beta`,
+//! `kl_loss_coef` / `kl_loss_type`), `ref_refresh_steps` (TRL `ref_model_sync_steps`),
+//! `dynamic_sampling` (DAPO's filter), `max_policy_lag`.
+
+use anyhow::{Result, bail};
+use arlbook_core::agent::HarnessConfig;
+use arlbook_core::math::advantage::StdKind;
+use arlbook_core::math::kl::KlEstimator;
+use arlbook_core::math::reduction::Reduction;
+use serde::{Deserialize, Serialize};
+
+/// Which device trains.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendChoice {
+    /// A hardware GPU through wgpu when one is present, else the CPU.
+    #[default]
+    Auto,
+    /// burn's CPU backend.
+    Cpu,
+    /// burn's wgpu backend (fails without an adapter).
+    Gpu,
+}
+
+/// The transformer's shape.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ModelConfig {
+    /// Transformer blocks. Default 2.
+    pub layers: usize,
+    /// Model width `d_model`. Default 96.
+    pub width: usize,
+    /// Attention heads (must divide `width`). Default 4.
+    pub heads: usize,
+    /// Positions the model knows (at least `harness.max_context_tokens`). Default 640.
+    pub context: usize,
+}
+
+impl Default for ModelConfig {
+    fn default() -> Self {
+        Self {
+            layers: 2,
+            width: 96,
+            heads: 4,
+            context: 640,
+        }
+    }
+}
+
+/// Supervised cold start on teacher demonstrations.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SftConfig {
+    /// Optimizer steps. Default 300.
+    pub steps: usize,
+    /// Demonstrations per step. Default 16.
+    pub batch_episodes: usize,
+    /// Distinct training tasks the demonstrations come from. Default 4000.
+    pub tasks: usize,
+    /// Peak learning rate. Default 3e-3.
+    pub learning_rate: f64,
+    /// Linear warm-up steps. Default 20.
+    pub warmup_steps: usize,
+}
+
+impl Default for SftConfig {
+    fn default() -> Self {
+        Self {
+            steps: 300,
+            batch_episodes: 16,
+            tasks: 4000,
+            learning_rate: 3e-3,
+            warmup_steps: 20,
+        }
+    }
+}
+
+/// How advantages are scaled (TRL `scale_rewards`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum AdvantageScale {
+    /// Divide by the group's std.
+    #[default]
+    Group,
+    /// Divide by the batch's std.
+    Batch,
+    /// Do not divide (Dr. GRPO).
+    None,
+}
+
+/// The learning-rate schedule after warm-up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum LrSchedule {
+    /// Constant after warm-up.
+    #[default]
+    Constant,
+    /// Cosine decay to 10% after warm-up.
+    Cosine,
+}
+
+/// Group Relative Policy Optimization.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct GrpoConfig {
+    /// Optimizer outer steps (each collects one batch of groups). Default 40.
+    pub steps: usize,
+    /// Tasks per batch `B`. Default 8.
+    pub tasks_per_batch: usize,
+    /// Rollouts per task `G` (at least 2). Default 8.
+    pub group_size: usize,
+    /// Passes over each batch. Default 1.
+    pub epochs: usize,
+    /// Optimizer steps per pass (the batch is split into this many minibatches of
+    /// whole groups). Default 1.
+    pub minibatches: usize,
+    /// Rows per forward pass; gradients are accumulated over the microbatches of a
+    /// minibatch with weights over the whole minibatch. Default 16.
+    pub microbatch_rows: usize,
+    /// How per-token terms are averaged (`token-mean`, `seq-mean-token-mean`,
+    /// `seq-mean-token-sum`, `seq-mean-token-sum-norm`, `dr_grpo`). Default
+    /// `token-mean`.
+    pub reduction: Reduction,
+    /// The constant of the `*-norm` and `dr_grpo` reductions; default the longest
+    /// generation of the minibatch.
+    pub reduction_constant: Option<f64>,
+    /// Lower clip width. Default 0.2.
+    pub eps_low: f64,
+    /// Upper clip width. Default 0.28 (DAPO's clip-higher).
+    pub eps_high: f64,
+    /// Dual-clip bound `c > 1` for negative advantages, when set.
+    pub dual_clip: Option<f64>,
+    /// Advantage scaling. Default `group`.
+    pub advantage_scale: AdvantageScale,
+    /// `population` or `sample` std. Default `population`.
+    pub std_kind: StdKind,
+    /// Leave-one-out baseline (RLOO) instead of the group mean. Default false.
+    pub leave_one_out: bool,
+    /// KL coefficient `beta >= 0`. Default 0 (no reference model is kept).
+    pub kl_beta: f64,
+    /// KL estimator `k1`, `k2`, `k3`. Default `k3`.
+    pub kl_estimator: KlEstimator,
+    /// Copy the policy into the reference every this many steps (0 = frozen at the
+    /// start). Default 0.
+    pub ref_refresh_steps: usize,
+    /// Drop groups whose rewards are all equal and sample more tasks. Default true.
+    pub dynamic_sampling: bool,
+    /// Most extra sampling rounds per step under dynamic sampling. Default 3.
+    pub max_refill_rounds: usize,
+    /// Rollouts for step `s` may come from the policy of step `s - lag` (an
+    /// asynchronous collector's pipeline depth, made deterministic). Default 0.
+    pub max_policy_lag: usize,
+    /// Leave episodes that an environment fault ended out of the update. Default true.
+    pub exclude_env_faults: bool,
+    /// Peak learning rate. Default 3e-4.
+    pub learning_rate: f64,
+    /// Learning-rate schedule. Default `constant`.
+    pub lr_schedule: LrSchedule,
+    /// Linear warm-up steps. Default 0.
+    pub warmup_steps: usize,
+    /// Global gradient-norm clip (0 = off). Default 1.0.
+    pub grad_clip: f64,
+    /// Sampling temperature for rollouts. Default 1.0.
+    pub temperature: f64,
+    /// Nucleus sampling mass, when set.
+    pub top_p: Option<f64>,
+}
+
+impl Default for GrpoConfig {
+    fn default() -> Self {
+        Self {
+            steps: 40,
+            tasks_per_batch: 8,
+            group_size: 8,
+            epochs: 1,
+            minibatches: 1,
+            microbatch_rows: 16,
+            reduction: Reduction::TokenMean,
+            reduction_constant: None,
+            eps_low: 0.2,
+            eps_high: 0.28,
+            dual_clip: None,
+            advantage_scale: AdvantageScale::Group,
+            std_kind: StdKind::Population,
+            leave_one_out: false,
+            kl_beta: 0.0,
+            kl_estimator: KlEstimator::K3,
+            ref_refresh_steps: 0,
+            dynamic_sampling: true,
+            max_refill_rounds: 3,
+            max_policy_lag: 0,
+            exclude_env_faults: true,
+            learning_rate: 3e-4,
+            lr_schedule: LrSchedule::Constant,
+            warmup_steps: 0,
+            grad_clip: 1.0,
+            temperature: 1.0,
+            top_p: None,
+        }
+    }
+}
+
+/// Held-out measurement during training.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ValidationConfig {
+    /// Measure validation success every this many GRPO steps (0 = never). Default 10.
+    pub every_steps: usize,
+    /// Validation tasks, one greedy episode each. Default 64.
+    pub tasks: usize,
+}
+
+impl Default for ValidationConfig {
+    fn default() -> Self {
+        Self {
+            every_steps: 10,
+            tasks: 64,
+        }
+    }
+}
+
+/// A whole training run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TrainConfig {
+    /// Seed of everything: initial weights, task draws, rollouts.
+    pub seed: u64,
+    /// Device. Default `auto`.
+    pub backend: BackendChoice,
+    /// Save a checkpoint every this many optimizer steps (SFT and GRPO). Default 25.
+    pub checkpoint_every: usize,
+    /// The model.
+    pub model: ModelConfig,
+    /// The environment's budgets.
+    pub harness: HarnessConfig,
+    /// Cold start.
+    pub sft: SftConfig,
+    /// Reinforcement learning.
+    pub grpo: GrpoConfig,
+    /// Validation.
+    pub validation: ValidationConfig,
+}
+
+impl Default for TrainConfig {
+    fn default() -> Self {
+        Self {
+            seed: 7,
+            backend: BackendChoice::Auto,
+            checkpoint_every: 25,
+            model: ModelConfig::default(),
+            harness: HarnessConfig {
+                max_turns: 8,
+                max_context_tokens: 640,
+                max_new_tokens: 40,
+                ..HarnessConfig::default()
+            },
+            sft: SftConfig::default(),
+            grpo: GrpoConfig::default(),
+            validation: ValidationConfig::default(),
+        }
+    }
+}
+
+fn require(ok: bool, field: &str, message: &str) -> Result<()> {
+    if ok {
+        Ok(())
+    } else {
+        bail!("{field}: {message}")
+    }
+}
+
+impl TrainConfig {
+    /// Parses TOML and validates; errors name the field.
+    pub fn from_toml(text: &str) -> Result<Self> {
+        let config: Self = toml::from_str(text).map_err(|e| anyhow::anyhow!("{e}"))?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Checks every range; the error names the first bad field.
+    pub fn validate(&self) -> Result<()> {
+        let m = &self.model;
+        require(
+            (1..=48).contains(&m.layers),
+            "model.layers",
+            "must be in 1..=48",
+        )?;
+        require(
+            (8..=4096).contains(&m.width),
+            "model.width",
+            "must be in 8..=4096",
+        )?;
+        require(
+            m.heads >= 1 && m.width % m.heads == 0,
+            "model.heads",
+            "must be at least 1 and divide model.width",
+        )?;
+        require(
+            m.context >= self.harness.max_context_tokens,
+            "model.context",
+            "must be at least harness.max_context_tokens",
+        )?;
+        require(m.context <= 8192, "model.context", "must be at most 8192")?;
+        let h = &self.harness;
+        require(h.max_turns >= 1, "harness.max_turns", "must be at least 1")?;
+        require(
+            (16..=8192).contains(&h.max_context_tokens),
+            "harness.max_context_tokens",
+            "must be in 16..=8192",
+        )?;
+        require(
+            h.max_new_tokens >= 1,
+            "harness.max_new_tokens",
+            "must be at least 1",
+        )?;
+        require(
+            h.max_malformed >= 1,
+            "harness.max_malformed",
+            "must be at least 1",
+        )?;
+        require(
+            (0.0..=1.0).contains(&h.fault_probability),
+            "harness.fault_probability",
+            "must be in [0, 1]",
+        )?;
+        let s = &self.sft;
+        require(
+            s.batch_episodes >= 1,
+            "sft.batch_episodes",
+            "must be at least 1",
+        )?;
+        require(s.tasks >= 1, "sft.tasks", "must be at least 1")?;
+        positive_rate("sft.learning_rate", s.learning_rate)?;
+        let g = &self.grpo;
+        require(g.group_size >= 2, "grpo.group_size", "must be at least 2")?;
+        require(
+            g.tasks_per_batch >= 1,
+            "grpo.tasks_per_batch",
+            "must be at least 1",
+        )?;
+        require(g.epochs >= 1, "grpo.epochs", "must be at least 1")?;
+        require(
+            g.minibatches >= 1 && g.minibatches <= g.tasks_per_batch,
+            "grpo.minibatches",
+            "must be in 1..=grpo.tasks_per_batch (minibatches hold whole groups)",
+        )?;
+        require(
+            g.microbatch_rows >= 1,
+            "grpo.microbatch_rows",
+            "must be at least 1",
+        )?;
+        require(
+            g.reduction_constant
+                .is_none_or(|c| c.is_finite() && c > 0.0),
+            "grpo.reduction_constant",
+            "must be finite and > 0",
+        )?;
+        require(
+            g.eps_low.is_finite() && (0.0..1.0).contains(&g.eps_low),
+            "grpo.eps_low",
+            "must be in [0, 1)",
+        )?;
+        require(
+            g.eps_high.is_finite() && g.eps_high >= 0.0,
+            "grpo.eps_high",
+            "must be finite and >= 0",
+        )?;
+        require(
+            g.dual_clip.is_none_or(|c| c.is_finite() && c > 1.0),
+            "grpo.dual_clip",
+            "must be finite and > 1",
+        )?;
+        require(
+            g.kl_beta.is_finite() && g.kl_beta >= 0.0,
+            "grpo.kl_beta",
+            "must be finite and >= 0",
+        )?;
+        positive_rate("grpo.learning_rate", g.learning_rate)?;
+        require(
+            g.grad_clip.is_finite() && g.grad_clip >= 0.0,
+            "grpo.grad_clip",
+            "must be finite and >= 0",
+        )?;
+        require(
+            g.temperature.is_finite() && g.temperature > 0.0,
+            "grpo.temperature",
+            "must be finite and > 0 (training needs a stochastic policy)",
+        )?;
+        require(
+            g.top_p.is_none_or(|p| p > 0.0 && p <= 1.0),
+            "grpo.top_p",
+            "must be in (0, 1]",
+        )?;
+        require(
+            g.max_policy_lag <= 16,
+            "grpo.max_policy_lag",
+            "must be at most 16",
+        )?;
+        require(
+            self.checkpoint_every >= 1,
+            "checkpoint_every",
+            "must be at least 1",
+        )?;
+        Ok(())
+    }
+}
+
+fn positive_rate(field: &str, value: f64) -> Result<()> {
+    require(
+        value.is_finite() && value > 0.0 && value < 1.0,
+        field,
+        "must be in (0, 1)",
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_is_valid_and_round_trips_through_toml() {
+        let config = TrainConfig::default();
+        config.validate().unwrap();
+        let text = toml::to_string(&config).unwrap();
+        assert_eq!(TrainConfig::from_toml(&text).unwrap(), config);
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        let err = TrainConfig::from_toml("[grpo]\ngroup_size = 1\n").unwrap_err();
+        assert!(err.to_string().contains("grpo.group_size"), "{err}");
+        let err = TrainConfig::from_toml("[model]\nwidth = 100\nheads = 3\n").unwrap_err();
+        assert!(err.to_string().contains("model.heads"), "{err}");
+        let err = TrainConfig::from_toml("[grpo]\ngroup_sise = 4\n").unwrap_err();
+        assert!(err.to_string().contains("group_sise"), "{err}");
+        let err = TrainConfig::from_toml("[grpo]\nreduction = \"mean\"\n").unwrap_err();
+        assert!(err.to_string().contains("reduction"), "{err}");
+        let err = TrainConfig::from_toml("[grpo]\neps_low = nan\n").unwrap_err();
+        assert!(err.to_string().contains("grpo.eps_low"), "{err}");
+    }
+
+    #[test]
+    fn every_config_in_the_repository_is_valid() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../configs");
+        let mut seen = 0;
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "toml") {
+                let text = std::fs::read_to_string(&path).unwrap();
+                TrainConfig::from_toml(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                seen += 1;
+            }
+        }
+        assert!(seen >= 2, "expected the CPU and GPU configs");
+    }
+}

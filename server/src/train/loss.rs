@@ -1,0 +1,354 @@
+//! The GRPO policy loss in burn, term for term the loss of
+//! [`arlbook_core::math::policy_loss`] (objective `ppo`, token-level ratios):
+//!
+//! ```text
+//! x_ik = (logp_ik - logp_old_ik) * m_ik            m: 1 on generated tokens
+//! q_ik = exp(x_ik)
+//! l_ik = -min(q A_i, clip(q, 1 - eps_low, 1 + eps_high) A_i)     [A_i < 0, dual clip c: min(l, -c A_i)]
+//! kl_ik = k1: logp - ref   k2: (logp - ref)^2 / 2   k3: exp(ref - logp) - (ref - logp) - 1
+//! loss = sum_ik w_ik (l_ik + beta kl_ik)
+//! ```
+//!
+//! `w_ik` are the reduction's weights from `core::math::reduction::row_weights`,
+//! computed once over **all rows of the optimizer step** and handed to every
+//! microbatch. Summing the microbatch losses (and their gradients) therefore gives
+//! exactly the loss of the whole step under the chosen reduction: `token-mean` divides
+//! by the step's total valid tokens, not by each microbatch's (a mean of means would
+//! weight short microbatches up). A unit test checks the value and the gradient with
+//! respect to `logp` against the core function on the same numbers.
+
+use arlbook_core::math::kl::KlEstimator;
+use burn::prelude::*;
+use burn::tensor::activation::log_softmax;
+
+/// The loss's settings (a subset of `PolicyLossConfig`: objective `ppo`, token ratios).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SurrogateSettings {
+    /// Lower clip width.
+    pub eps_low: f64,
+    /// Upper clip width.
+    pub eps_high: f64,
+    /// Dual-clip bound for `A < 0`.
+    pub dual_clip: Option<f64>,
+    /// KL coefficient (0: the reference is not used).
+    pub beta: f64,
+    /// KL estimator.
+    pub kl_estimator: KlEstimator,
+}
+
+/// Per-token inputs of one microbatch, `[N, T]` (T = padded length minus one).
+#[derive(Debug, Clone)]
+pub struct SurrogateInputs {
+    /// Behaviour log-probabilities (0 off the mask).
+    pub logp_old: Tensor<2>,
+    /// 1 on generated tokens, 0 elsewhere.
+    pub mask: Tensor<2>,
+    /// Reduction weights `w_ik` (0 off the mask).
+    pub weights: Tensor<2>,
+    /// Advantages `[N, 1]`.
+    pub advantages: Tensor<2>,
+    /// Reference log-probabilities, when `beta > 0`.
+    pub logp_ref: Option<Tensor<2>>,
+}
+
+/// `log pi(target)` per position: `[N, T]` from logits `[N, T, V]`, the temperature
+/// they were sampled at, and optionally the nucleus mask (true = not kept).
+pub fn token_logprobs(
+    logits: Tensor<3>,
+    targets: Tensor<2, Int>,
+    temperature: f64,
+    not_kept: Option<Tensor<3, Bool>>,
+) -> Tensor<2> {
+    let mut scaled = if (temperature - 1.0).abs() > 0.0 {
+        logits.div_scalar(temperature)
+    } else {
+        logits
+    };
+    if let Some(mask) = not_kept {
+        scaled = scaled.mask_fill(mask, -1.0e9);
+    }
+    let [n, t, _] = scaled.dims();
+    log_softmax(scaled, 2)
+        .gather(2, targets.reshape([n, t, 1]))
+        .reshape([n, t])
+}
+
+/// Entropy (nats) of `softmax(logits / T)` per position, `[N, T]`, without gradient.
+pub fn token_entropy(logits: Tensor<3>, temperature: f64) -> Tensor<2> {
+    let logp = log_softmax(logits.detach().div_scalar(temperature), 2);
+    let [n, t, _] = logp.dims();
+    (logp.clone().exp() * logp).sum_dim(2).neg().reshape([n, t])
+}
+
+/// The per-token KL estimate of `logp` against `logp_ref`.
+pub fn kl_per_token(logp: Tensor<2>, logp_ref: Tensor<2>, estimator: KlEstimator) -> Tensor<2> {
+    match estimator {
+        KlEstimator::K1 => logp - logp_ref,
+        KlEstimator::K2 => (logp - logp_ref).square().mul_scalar(0.5),
+        KlEstimator::K3 => {
+            let d = logp_ref - logp;
+            d.clone().exp() - d - 1.0
+        }
+    }
+}
+
+/// The weighted loss `sum w (l + beta kl)` of one microbatch, shape `[1]`.
+pub fn surrogate_loss(
+    logp: Tensor<2>,
+    inputs: &SurrogateInputs,
+    settings: &SurrogateSettings,
+) -> Tensor<1> {
+    let [n, t] = logp.dims();
+    let log_ratio = (logp.clone() - inputs.logp_old.clone()) * inputs.mask.clone();
+    let ratio = log_ratio.exp();
+    let advantages = inputs.advantages.clone().expand([n, t]);
+    let unclipped = ratio.clone() * advantages.clone();
+    let clipped = ratio.clamp(1.0 - settings.eps_low, 1.0 + settings.eps_high) * advantages.clone();
+    let mut per_token = unclipped.min_pair(clipped).neg();
+    if let Some(c) = settings.dual_clip {
+        let bound = advantages.clone().mul_scalar(-c);
+        let dual = per_token.clone().min_pair(bound);
+        per_token = per_token.mask_where(advantages.lower_elem(0.0), dual);
+    }
+    if settings.beta > 0.0
+        && let Some(logp_ref) = &inputs.logp_ref
+    {
+        let masked_logp = logp * inputs.mask.clone();
+        let masked_ref = logp_ref.clone() * inputs.mask.clone();
+        let kl = kl_per_token(masked_logp, masked_ref, settings.kl_estimator);
+        per_token = per_token + kl.mul_scalar(settings.beta);
+    }
+    (per_token * inputs.weights.clone()).sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arlbook_core::Ragged;
+    use arlbook_core::math::clip::ClipWidths;
+    use arlbook_core::math::policy_loss::{
+        PolicyLossConfig, PolicyLossInput, TokenAdvantages, policy_loss,
+    };
+    use arlbook_core::math::reduction::{Reduction, row_weights};
+    use arlbook_core::rng::RandomStream;
+
+    struct Case {
+        lengths: Vec<usize>,
+        width: usize,
+        logp: Vec<f64>,
+        old: Vec<f64>,
+        reference: Vec<f64>,
+        advantages: Vec<f64>,
+    }
+
+    /// Random ragged rows padded to `width`, log-probabilities in (-3, 0), old and
+    /// reference log-probabilities within +-0.4 so some ratios leave the clip band.
+    fn case(seed: u64) -> Case {
+        let mut rng = RandomStream::new(seed, 0);
+        let rows = 5;
+        let width = 9;
+        let lengths: Vec<usize> = (0..rows)
+            .map(|_| 1 + rng.below(width as u32) as usize)
+            .collect();
+        let mut logp = vec![0.0; rows * width];
+        let mut old = vec![0.0; rows * width];
+        let mut reference = vec![0.0; rows * width];
+        for (i, &len) in lengths.iter().enumerate() {
+            for k in 0..len {
+                let at = i * width + k;
+                logp[at] = -0.05 - 2.9 * rng.uniform();
+                old[at] = (logp[at] + 0.8 * (rng.uniform() - 0.5)).min(0.0);
+                reference[at] = (logp[at] + 0.8 * (rng.uniform() - 0.5)).min(0.0);
+            }
+        }
+        let advantages = (0..rows).map(|_| 2.0 * rng.uniform() - 1.0).collect();
+        Case {
+            lengths,
+            width,
+            logp,
+            old,
+            reference,
+            advantages,
+        }
+    }
+
+    fn ragged(case: &Case, values: &[f64]) -> Ragged<f64> {
+        let rows: Vec<Vec<f64>> = case
+            .lengths
+            .iter()
+            .enumerate()
+            .map(|(i, &len)| values[i * case.width..i * case.width + len].to_vec())
+            .collect();
+        Ragged::from_rows(&rows)
+    }
+
+    fn tensor(values: &[f64], shape: [usize; 2], device: &Device) -> Tensor<2> {
+        let data: Vec<f32> = values.iter().map(|&v| v as f32).collect();
+        Tensor::from_data(TensorData::new(data, shape), device)
+    }
+
+    fn check(
+        seed: u64,
+        reduction: Reduction,
+        dual_clip: Option<f64>,
+        beta: f64,
+        estimator: KlEstimator,
+    ) {
+        let c = case(seed);
+        let rows = c.lengths.len();
+        let device = Device::flex().autodiff();
+        let weights_per_row = row_weights(&c.lengths, reduction, None).unwrap();
+        let mut mask = vec![0.0; rows * c.width];
+        let mut weights = vec![0.0; rows * c.width];
+        for (i, &len) in c.lengths.iter().enumerate() {
+            for k in 0..len {
+                mask[i * c.width + k] = 1.0;
+                weights[i * c.width + k] = weights_per_row[i];
+            }
+        }
+        let shape = [rows, c.width];
+        let logp = tensor(&c.logp, shape, &device).require_grad();
+        let inputs = SurrogateInputs {
+            logp_old: tensor(&c.old, shape, &device),
+            mask: tensor(&mask, shape, &device),
+            weights: tensor(&weights, shape, &device),
+            advantages: tensor(&c.advantages, [rows, 1], &device),
+            logp_ref: Some(tensor(&c.reference, shape, &device)),
+        };
+        let settings = SurrogateSettings {
+            eps_low: 0.2,
+            eps_high: 0.28,
+            dual_clip,
+            beta,
+            kl_estimator: estimator,
+        };
+        let loss = surrogate_loss(logp.clone(), &inputs, &settings);
+        let grads = loss.backward();
+        let loss_value = f64::from(loss.into_scalar::<f32>());
+        let gradient: Vec<f32> = logp.grad(&grads).unwrap().try_into_vec_as::<f32>().unwrap();
+
+        let logp_r = ragged(&c, &c.logp);
+        let old_r = ragged(&c, &c.old);
+        let ref_r = ragged(&c, &c.reference);
+        let expected = policy_loss(
+            &PolicyLossInput {
+                logp: &logp_r,
+                logp_old: &old_r,
+                logp_ref: Some(&ref_r),
+                advantages: TokenAdvantages::PerSequence(&c.advantages),
+            },
+            &PolicyLossConfig {
+                clip: ClipWidths {
+                    eps_low: 0.2,
+                    eps_high: 0.28,
+                    dual_clip,
+                },
+                reduction,
+                beta,
+                kl_estimator: estimator,
+                ..PolicyLossConfig::default()
+            },
+        )
+        .unwrap();
+        assert!(
+            (loss_value - expected.loss).abs() < 1e-5,
+            "{reduction:?}: burn {loss_value} vs core {}",
+            expected.loss
+        );
+        for (i, &len) in c.lengths.iter().enumerate() {
+            for k in 0..len {
+                let burn_grad = f64::from(gradient[i * c.width + k]);
+                let core_grad = expected.gradient.row(i)[k];
+                assert!(
+                    (burn_grad - core_grad).abs() < 1e-5,
+                    "{reduction:?} d/dlogp[{i}][{k}]: burn {burn_grad} vs core {core_grad}"
+                );
+            }
+            for k in len..c.width {
+                assert_eq!(
+                    gradient[i * c.width + k],
+                    0.0,
+                    "padding must carry no gradient"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn burn_loss_and_gradient_equal_the_core_policy_loss_for_every_reduction() {
+        let reductions = [
+            Reduction::TokenMean,
+            Reduction::SeqMeanTokenMean,
+            Reduction::SeqMeanTokenSum,
+            Reduction::SeqMeanTokenSumNorm,
+            Reduction::DrGrpo,
+        ];
+        for (seed, reduction) in reductions.into_iter().enumerate() {
+            check(seed as u64, reduction, None, 0.0, KlEstimator::K3);
+            check(seed as u64 + 10, reduction, Some(3.0), 0.0, KlEstimator::K3);
+        }
+    }
+
+    #[test]
+    fn burn_kl_terms_equal_the_core_kl_for_every_estimator() {
+        for (seed, estimator) in [KlEstimator::K1, KlEstimator::K2, KlEstimator::K3]
+            .into_iter()
+            .enumerate()
+        {
+            check(20 + seed as u64, Reduction::TokenMean, None, 0.1, estimator);
+            check(
+                30 + seed as u64,
+                Reduction::SeqMeanTokenMean,
+                Some(2.5),
+                0.04,
+                estimator,
+            );
+        }
+    }
+
+    #[test]
+    fn microbatches_with_step_weights_sum_to_the_whole_step_loss() {
+        // Splitting rows into microbatches and summing their weighted losses equals one
+        // pass over all rows when the weights come from the whole step.
+        let c = case(42);
+        let rows = c.lengths.len();
+        let device = Device::flex();
+        let weights_per_row = row_weights(&c.lengths, Reduction::TokenMean, None).unwrap();
+        let settings = SurrogateSettings {
+            eps_low: 0.2,
+            eps_high: 0.2,
+            dual_clip: None,
+            beta: 0.0,
+            kl_estimator: KlEstimator::K3,
+        };
+        let build = |range: std::ops::Range<usize>| {
+            let n = range.len();
+            let pick = |values: &[f64]| -> Vec<f64> {
+                values[range.start * c.width..range.end * c.width].to_vec()
+            };
+            let mut mask = vec![0.0; n * c.width];
+            let mut weights = vec![0.0; n * c.width];
+            for (r, i) in range.clone().enumerate() {
+                for k in 0..c.lengths[i] {
+                    mask[r * c.width + k] = 1.0;
+                    weights[r * c.width + k] = weights_per_row[i];
+                }
+            }
+            let shape = [n, c.width];
+            let inputs = SurrogateInputs {
+                logp_old: tensor(&pick(&c.old), shape, &device),
+                mask: tensor(&mask, shape, &device),
+                weights: tensor(&weights, shape, &device),
+                advantages: tensor(&c.advantages[range.clone()], [n, 1], &device),
+                logp_ref: None,
+            };
+            f64::from(
+                surrogate_loss(tensor(&pick(&c.logp), shape, &device), &inputs, &settings)
+                    .into_scalar::<f32>(),
+            )
+        };
+        let whole = build(0..rows);
+        let split = build(0..2) + build(2..rows);
+        assert!((whole - split).abs() < 1e-6, "{whole} vs {split}");
+    }
+}

@@ -1,0 +1,30 @@
+//! Native training: a small transformer policy in burn learns the code-repair
+//! environment, first by imitating the scripted teacher (SFT), then by GRPO.
+//!
+//! - [`config`]: the TOML configuration and its validation.
+//! - [`model`], [`generate`], [`sampling`], [`rollout`]: the transformer with a KV
+//!   cache, batched lockstep rollouts and token sampling with recorded log-probs.
+//! - [`batching`], [`loss`], [`optimizer`]: tensors of a microbatch, the policy loss
+//!   (the core's, in burn), AdamW with global-norm clipping and the schedule.
+//! - [`sft`], [`grpo`], [`trainer`]: the loops and the run state.
+//! - [`checkpoint`], [`metrics`], [`progress`]: resumable state, JSON-lines metrics,
+//!   the progress line.
+//! - [`eval`]: success, pass@k and paired comparisons of checkpoints.
+
+pub mod batching;
+pub mod bench;
+pub mod checkpoint;
+pub mod config;
+pub mod device;
+pub mod eval;
+pub mod generate;
+pub mod grpo;
+pub mod loss;
+pub mod metrics;
+pub mod model;
+pub mod optimizer;
+pub mod progress;
+pub mod rollout;
+pub mod sampling;
+pub mod sft;
+pub mod trainer;

@@ -1,0 +1,81 @@
+//! A one-line progress display on standard error (redrawn in place on a terminal,
+//! one line per step otherwise).
+
+use std::io::{IsTerminal, Write};
+
+use serde_json::Value;
+
+/// The progress display.
+#[derive(Debug)]
+pub struct Progress {
+    terminal: bool,
+    drawn: bool,
+}
+
+impl Default for Progress {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn number(row: &Value, key: &str) -> Option<f64> {
+    row.get(key).and_then(Value::as_f64)
+}
+
+impl Progress {
+    /// A display on standard error.
+    pub fn new() -> Self {
+        Self {
+            terminal: std::io::stderr().is_terminal(),
+            drawn: false,
+        }
+    }
+
+    /// Shows one metrics row.
+    pub fn show(&mut self, row: &Value) {
+        let stage = row.get("stage").and_then(Value::as_str).unwrap_or("?");
+        let step = row.get("step").and_then(Value::as_u64).unwrap_or(0);
+        let total = row.get("steps").and_then(Value::as_u64).unwrap_or(0);
+        let width = 20;
+        let filled = if total > 0 {
+            (step as usize * width / total as usize).min(width)
+        } else {
+            0
+        };
+        let bar: String = "#".repeat(filled) + &".".repeat(width - filled);
+        let mut line = format!("{stage:<10} {step:>5}/{total:<5} [{bar}]");
+        for (key, label) in [
+            ("loss", "loss"),
+            ("success_rate", "success"),
+            ("val_success", "val"),
+            ("clip_fraction_high", "clip_hi"),
+            ("step_s", "s/step"),
+        ] {
+            if let Some(v) = number(row, key) {
+                line.push_str(&format!("  {label} {v:.3}"));
+            }
+        }
+        let mut err = std::io::stderr().lock();
+        if self.terminal {
+            let _ = write!(err, "\r\x1b[2K{line}");
+        } else {
+            let _ = writeln!(err, "{line}");
+        }
+        let _ = err.flush();
+        self.drawn = true;
+    }
+
+    /// Ends the in-place line.
+    pub fn finish(&mut self) {
+        if self.terminal && self.drawn {
+            eprintln!();
+        }
+        self.drawn = false;
+    }
+
+    /// Prints a message on its own line.
+    pub fn note(&mut self, message: &str) {
+        self.finish();
+        eprintln!("{message}");
+    }
+}

@@ -1,0 +1,218 @@
+//! Running many episodes in lockstep so that every model call of a turn is answered
+//! by one batched forward pass.
+//!
+//! Each episode is a [`EpisodeRun`] with its own environment, task and random streams
+//! (the harness's `POLICY_STREAM + sample_id` of the episode seed), so episodes stay
+//! isolated and a seed reproduces each one whatever else is in the batch. At every
+//! turn the driver gathers the contexts of the episodes still running, asks the
+//! [`Generator`] for all their actions at once, and feeds each answer back to its
+//! episode.
+
+use arlbook_core::agent::{
+    EpisodeIds, EpisodeRecord, EpisodeRun, Generation, HarnessConfig, PolicyInfo, Task,
+};
+use arlbook_core::rng::RandomStream;
+
+use super::sampling::{KeepMask, Sampler};
+
+/// One pending model call.
+#[derive(Debug)]
+pub struct Request<'a> {
+    /// The context token ids.
+    pub context: &'a [u32],
+    /// Most tokens to generate.
+    pub limit: usize,
+    /// The episode's policy stream.
+    pub rng: &'a mut RandomStream,
+}
+
+/// A generated action and what the trainer needs besides the record.
+#[derive(Debug, Clone, Default)]
+pub struct Action {
+    /// Tokens and behaviour log-probabilities.
+    pub generation: Generation,
+    /// Nucleus keep sets, one per generated token (empty without `top_p`).
+    pub keep: Vec<KeepMask>,
+    /// Entropy of the tempered distribution at each generated token (nats).
+    pub entropy: Vec<f64>,
+}
+
+/// Something that answers a batch of model calls (the transformer, or a test double).
+pub trait Generator {
+    /// One action per request, in order. Generation may stop at the end token.
+    fn generate(&mut self, requests: &mut [Request<'_>], sampler: &Sampler) -> Vec<Action>;
+}
+
+/// An episode to run.
+#[derive(Debug, Clone)]
+pub struct EpisodeSpec {
+    /// The task.
+    pub task: Task,
+    /// Group and sample ids.
+    pub ids: EpisodeIds,
+    /// The episode seed.
+    pub seed: u64,
+}
+
+/// A finished episode with its per-token extras, in generated-token order.
+#[derive(Debug, Clone)]
+pub struct Rollout {
+    /// The record.
+    pub record: EpisodeRecord,
+    /// Keep sets per generated token (empty without `top_p`).
+    pub keep: Vec<KeepMask>,
+    /// Entropy per generated token.
+    pub entropy: Vec<f64>,
+}
+
+/// Runs all `specs` to their end with `generator` answering every turn's calls together.
+pub fn run_lockstep(
+    specs: &[EpisodeSpec],
+    harness: &HarnessConfig,
+    generator: &mut dyn Generator,
+    sampler: &Sampler,
+    policy: &PolicyInfo,
+) -> Vec<Rollout> {
+    let mut runs: Vec<EpisodeRun> = specs
+        .iter()
+        .map(|s| EpisodeRun::new(&s.task, harness, s.ids, s.seed))
+        .collect();
+    let mut keep: Vec<Vec<KeepMask>> = vec![Vec::new(); specs.len()];
+    let mut entropy: Vec<Vec<f64>> = vec![Vec::new(); specs.len()];
+    loop {
+        let limits: Vec<Option<usize>> = runs.iter_mut().map(EpisodeRun::next_limit).collect();
+        let active: Vec<usize> = (0..runs.len()).filter(|&i| limits[i].is_some()).collect();
+        if active.is_empty() {
+            break;
+        }
+        let actions = {
+            let mut requests: Vec<Request<'_>> = runs
+                .iter_mut()
+                .zip(&limits)
+                .filter_map(|(run, limit)| {
+                    let limit = (*limit)?;
+                    let (context, rng) = run.request();
+                    Some(Request {
+                        context,
+                        limit,
+                        rng,
+                    })
+                })
+                .collect();
+            generator.generate(&mut requests, sampler)
+        };
+        for (&i, mut action) in active.iter().zip(actions) {
+            // The harness keeps tokens up to the first end token and the limit; keep the
+            // extras aligned with what it keeps.
+            let limit = limits[i].unwrap_or(0);
+            let mut kept = action.generation.tokens.len().min(limit);
+            if let Some(end) = action.generation.tokens[..kept]
+                .iter()
+                .position(|&t| t == arlbook_core::agent::tokenizer::END)
+            {
+                kept = end + 1;
+            }
+            action.keep.truncate(kept);
+            action.entropy.truncate(kept);
+            keep[i].extend(action.keep);
+            entropy[i].extend(action.entropy);
+            runs[i].apply(action.generation);
+        }
+    }
+    runs.into_iter()
+        .zip(keep)
+        .zip(entropy)
+        .map(|((run, keep), entropy)| Rollout {
+            record: run.into_record(policy.clone()),
+            keep,
+            entropy,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arlbook_core::agent::{Policy, Split, Teacher, generate_task, run_episode};
+
+    /// Answers each request with the teacher of its task, found by the prompt.
+    struct TeacherBatch {
+        teachers: std::collections::HashMap<Vec<u32>, Teacher>,
+    }
+
+    fn prompt_of(context: &[u32]) -> Vec<u32> {
+        let call = arlbook_core::agent::tokenizer::CALL;
+        let end = context
+            .iter()
+            .position(|&t| t == call)
+            .unwrap_or(context.len());
+        context[..end].to_vec()
+    }
+
+    impl Generator for TeacherBatch {
+        fn generate(&mut self, requests: &mut [Request<'_>], _: &Sampler) -> Vec<Action> {
+            requests
+                .iter_mut()
+                .map(|r| {
+                    let teacher = self.teachers.get_mut(&prompt_of(r.context)).unwrap();
+                    let generation = teacher.next_tokens(r.context, r.limit, r.rng);
+                    let n = generation.tokens.len();
+                    Action {
+                        generation,
+                        keep: Vec::new(),
+                        entropy: vec![0.0; n],
+                    }
+                })
+                .collect()
+        }
+    }
+
+    #[test]
+    fn lockstep_episodes_equal_one_at_a_time_episodes() {
+        let harness = HarnessConfig::default();
+        // Tasks with distinct prompts, so the test double can tell them apart.
+        let mut prompts = std::collections::HashSet::new();
+        let specs: Vec<EpisodeSpec> = (0..64)
+            .map(|i| EpisodeSpec {
+                task: generate_task(Split::Train, i),
+                ids: EpisodeIds {
+                    group_id: i,
+                    sample_id: 0,
+                },
+                seed: 100 + i,
+            })
+            .filter(|s| {
+                let mut run = EpisodeRun::new(&s.task, &harness, s.ids, s.seed);
+                prompts.insert(prompt_of(run.request().0))
+            })
+            .take(6)
+            .collect();
+        let mut generator = TeacherBatch {
+            teachers: specs
+                .iter()
+                .map(|s| {
+                    let mut run = EpisodeRun::new(&s.task, &harness, s.ids, s.seed);
+                    (prompt_of(run.request().0), Teacher::new(&s.task))
+                })
+                .collect(),
+        };
+        assert_eq!(generator.teachers.len(), specs.len(), "prompts must differ");
+        let info = Teacher::new(&specs[0].task).info();
+        let sampler = Sampler {
+            temperature: 1.0,
+            top_p: None,
+        };
+        let batched = run_lockstep(&specs, &harness, &mut generator, &sampler, &info);
+        for (spec, rollout) in specs.iter().zip(&batched) {
+            let alone = run_episode(
+                &spec.task,
+                &mut Teacher::new(&spec.task),
+                &harness,
+                spec.ids,
+                spec.seed,
+            );
+            assert_eq!(rollout.record, alone);
+            assert_eq!(rollout.entropy.len(), alone.generated_tokens());
+        }
+    }
+}

@@ -1,0 +1,193 @@
+//! The cold start: supervised fine-tuning on the scripted teacher's demonstrations.
+//!
+//! Every demonstration is a full teacher episode on a training task. The loss is the
+//! mean negative log-likelihood over the **generated** (action) tokens only: the
+//! prompt and the tool observations are context, not targets (the shifted loss mask of
+//! `core::agent::batch`). Step `k` takes the demonstrations at positions
+//! `k * B .. (k + 1) * B` of a shuffled order drawn from the seed, one fresh
+//! permutation per pass over the data, so a resumed run sees the same batches.
+
+use std::time::Instant;
+
+use anyhow::{Result, bail};
+use arlbook_core::agent::{EpisodeIds, Policy, Split, Teacher, generate_task, run_episode};
+use arlbook_core::rng::RandomStream;
+use burn::optim::GradientsParams;
+use serde_json::json;
+
+use super::config::LrSchedule;
+use super::loss::token_logprobs;
+use super::optimizer::{clip_global_norm, learning_rate};
+use super::rollout::Rollout;
+use super::trainer::{Trainer, vocab};
+
+/// Stream id of the demonstration order (plus the pass index).
+const ORDER_STREAM: u64 = 0x5F70_0000;
+/// Seed offset of the demonstration tasks.
+const TASK_SEED: u64 = 0x5F7_0000_0000;
+/// Gradient-norm clip for SFT.
+const SFT_GRAD_CLIP: f64 = 1.0;
+
+/// The teacher's episodes on `count` training tasks.
+pub fn demonstrations(config: &super::config::TrainConfig, count: usize) -> Vec<Rollout> {
+    (0..count)
+        .map(|i| {
+            let task = generate_task(Split::Train, config.seed.wrapping_add(TASK_SEED) + i as u64);
+            let mut teacher = Teacher::new(&task);
+            let ids = EpisodeIds {
+                group_id: i as u64,
+                sample_id: 0,
+            };
+            let record = run_episode(&task, &mut teacher, &config.harness, ids, i as u64);
+            let _ = teacher.info();
+            Rollout {
+                entropy: vec![0.0; record.generated_tokens()],
+                keep: Vec::new(),
+                record,
+            }
+        })
+        .filter(|r| r.record.success())
+        .collect()
+}
+
+/// The demonstration indices of SFT step `step` (the uncached form of
+/// [`cached_indices`], for its test).
+#[cfg(test)]
+fn batch_indices(seed: u64, step: usize, batch: usize, count: usize) -> Vec<usize> {
+    (0..batch)
+        .map(|j| {
+            let position = step * batch + j;
+            let pass = position / count;
+            let mut order: Vec<usize> = (0..count).collect();
+            let mut rng = RandomStream::new(seed, ORDER_STREAM + pass as u64);
+            for i in (1..count).rev() {
+                let k = rng.below((i + 1) as u32) as usize;
+                order.swap(i, k);
+            }
+            order[position % count]
+        })
+        .collect()
+}
+
+/// Runs SFT from the current position to `sft.steps`.
+pub fn run(trainer: &mut Trainer) -> Result<()> {
+    let config = trainer.config.clone();
+    let demos = demonstrations(&config, config.sft.tasks);
+    if demos.is_empty() {
+        bail!("sft.tasks: the teacher produced no successful demonstration");
+    }
+    let too_long = demos
+        .iter()
+        .filter(|d| d.record.tokens.len() > config.model.context)
+        .count();
+    if too_long > 0 {
+        bail!(
+            "model.context: {too_long} demonstrations are longer than {} tokens",
+            config.model.context
+        );
+    }
+    let total = config.sft.steps;
+    let mut orders_cache: Option<(usize, Vec<usize>)> = None;
+    while trainer.position.step < total {
+        let step = trainer.position.step;
+        let t0 = Instant::now();
+        let indices = cached_indices(
+            &mut orders_cache,
+            config.seed,
+            step,
+            config.sft.batch_episodes,
+            demos.len(),
+        );
+        let batch: Vec<&Rollout> = indices.iter().map(|&i| &demos[i]).collect();
+        let micro = super::batching::micro_batch(&batch, vocab(), &trainer.device);
+        let logits = trainer.model.forward(micro.inputs.clone());
+        let logp = token_logprobs(logits, micro.targets.clone(), 1.0, None);
+        let tokens: usize = micro.generated.iter().sum();
+        let loss = (logp * micro.mask.clone())
+            .sum()
+            .neg()
+            .div_scalar(tokens.max(1) as f64);
+        let grads = loss.backward();
+        let loss_value = f64::from(loss.into_scalar::<f32>());
+        if !loss_value.is_finite() {
+            bail!("sft step {step}: the loss is not finite ({loss_value})");
+        }
+        let mut grads = GradientsParams::from_grads(grads, &trainer.model);
+        let grad_norm = clip_global_norm(&trainer.model, &mut grads, SFT_GRAD_CLIP);
+        let lr = learning_rate(
+            config.sft.learning_rate,
+            step,
+            config.sft.warmup_steps,
+            total,
+            LrSchedule::Cosine,
+        );
+        trainer.model = trainer.optim.step(lr, trainer.model.clone(), grads);
+        trainer.position.step += 1;
+        let step_s = t0.elapsed().as_secs_f64();
+        let row = json!({
+            "stage": "sft",
+            "step": trainer.position.step,
+            "steps": total,
+            "loss": loss_value,
+            "grad_norm": grad_norm,
+            "lr": lr,
+            "tokens": tokens,
+            "tokens_per_s": tokens as f64 / step_s,
+            "step_s": step_s,
+            "wall_s": trainer.wall_s(),
+        });
+        trainer.log(&row)?;
+        if trainer.position.step % config.checkpoint_every == 0 || trainer.position.step == total {
+            trainer.save_checkpoint()?;
+        }
+    }
+    Ok(())
+}
+
+/// [`batch_indices`] with the permutation of the current pass kept between steps.
+fn cached_indices(
+    cache: &mut Option<(usize, Vec<usize>)>,
+    seed: u64,
+    step: usize,
+    batch: usize,
+    count: usize,
+) -> Vec<usize> {
+    (0..batch)
+        .map(|j| {
+            let position = step * batch + j;
+            let pass = position / count;
+            if cache.as_ref().is_none_or(|(p, _)| *p != pass) {
+                let mut order: Vec<usize> = (0..count).collect();
+                let mut rng = RandomStream::new(seed, ORDER_STREAM + pass as u64);
+                for i in (1..count).rev() {
+                    let k = rng.below((i + 1) as u32) as usize;
+                    order.swap(i, k);
+                }
+                *cache = Some((pass, order));
+            }
+            cache
+                .as_ref()
+                .map_or(0, |(_, order)| order[position % count])
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn batches_cover_every_demonstration_once_per_pass_and_are_reproducible() {
+        let count = 10;
+        let mut seen = vec![0; count];
+        let mut cache = None;
+        for step in 0..5 {
+            let indices = cached_indices(&mut cache, 3, step, 2, count);
+            assert_eq!(indices, batch_indices(3, step, 2, count));
+            for i in indices {
+                seen[i] += 1;
+            }
+        }
+        assert!(seen.iter().all(|&s| s == 1), "{seen:?}");
+    }
+}

@@ -1,0 +1,294 @@
+//! `arlbook train` and `arlbook eval`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use arlbook_core::agent::Split;
+use clap::Args;
+
+use crate::train::config::{BackendChoice, TrainConfig};
+use crate::train::eval::{self, EvalPlan, Report};
+use crate::train::trainer::{Stage, Trainer};
+use crate::train::{checkpoint, device};
+
+/// Arguments of `arlbook train`.
+#[derive(Debug, Args)]
+pub struct TrainArgs {
+    /// The training configuration (TOML; see configs/).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Output folder: metrics.jsonl, checkpoints/, config.toml, summary.json.
+    #[arg(long, default_value = "runs/latest")]
+    pub out: PathBuf,
+    /// Which stages to run.
+    #[arg(long, value_enum, default_value = "all")]
+    pub stage: Stage,
+    /// Continue the run in --out from its latest checkpoint (the config stored there
+    /// is used).
+    #[arg(long)]
+    pub resume: bool,
+    /// Start GRPO from the weights of this checkpoint (with --stage grpo).
+    #[arg(long)]
+    pub init: Option<PathBuf>,
+    /// Override the config's backend: auto, cpu or gpu.
+    #[arg(long)]
+    pub backend: Option<BackendChoice>,
+}
+
+impl clap::ValueEnum for BackendChoice {
+    fn value_variants<'a>() -> &'a [Self] {
+        &[Self::Auto, Self::Cpu, Self::Gpu]
+    }
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        Some(clap::builder::PossibleValue::new(match self {
+            Self::Auto => "auto",
+            Self::Cpu => "cpu",
+            Self::Gpu => "gpu",
+        }))
+    }
+}
+
+/// Runs `arlbook train`.
+pub fn run_train(args: &TrainArgs) -> Result<ExitCode> {
+    let mut trainer = if args.resume {
+        let folder = checkpoint::latest(&args.out)?
+            .with_context(|| format!("--resume: {} holds no checkpoint", args.out.display()))?;
+        let state = checkpoint::read_state(&folder)?;
+        let backend = args.backend.unwrap_or(state.config.backend);
+        let (plain, name) = device::choose(backend)?;
+        eprintln!(
+            "resuming {} from {} on {name}",
+            args.out.display(),
+            folder.display()
+        );
+        Trainer::resume(&args.out, plain)?
+    } else {
+        let mut config = match &args.config {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .with_context(|| format!("--config: reading {}", path.display()))?;
+                TrainConfig::from_toml(&text)
+                    .with_context(|| format!("--config {}", path.display()))?
+            }
+            None => TrainConfig::default(),
+        };
+        if let Some(backend) = args.backend {
+            config.backend = backend;
+        }
+        let (plain, name) = device::choose(config.backend)?;
+        let mut trainer = Trainer::fresh(config, &args.out, plain)?;
+        eprintln!(
+            "training in {} on {name}: {} parameters",
+            args.out.display(),
+            burn::module::Module::num_params(&trainer.model)
+        );
+        if let Some(init) = &args.init {
+            let folder = eval::resolve_checkpoint(init)?;
+            trainer.init_from(&folder)?;
+            eprintln!("initialised from {}", folder.display());
+        }
+        trainer
+    };
+    trainer.run(args.stage)?;
+    eprintln!(
+        "done: metrics in {}",
+        args.out.join("metrics.jsonl").display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Arguments of `arlbook eval`.
+#[derive(Debug, Args)]
+pub struct EvalArgs {
+    /// A checkpoint folder, or a run folder (its latest checkpoint).
+    #[arg(long)]
+    pub checkpoint: PathBuf,
+    /// Compare against this checkpoint on the same tasks and seeds.
+    #[arg(long)]
+    pub baseline: Option<PathBuf>,
+    /// train, validation or test.
+    #[arg(long, default_value = "test")]
+    pub split: String,
+    /// Tasks (seeds 0..tasks of the split).
+    #[arg(long, default_value_t = 100)]
+    pub tasks: usize,
+    /// Samples per task `n`.
+    #[arg(long, default_value_t = 8)]
+    pub samples: usize,
+    /// The k values of pass@k, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1,4,8")]
+    pub k: Vec<usize>,
+    /// Sampling temperature (0 = greedy).
+    #[arg(long, default_value_t = 1.0)]
+    pub temperature: f64,
+    /// Seed of the episodes and the bootstrap.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// auto, cpu or gpu.
+    #[arg(long, default_value = "auto")]
+    pub backend: BackendChoice,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Runs `arlbook eval`.
+pub fn run_eval(args: &EvalArgs) -> Result<ExitCode> {
+    let split = Split::parse(&args.split).with_context(|| {
+        format!(
+            "--split: expected train, validation or test, got {:?}",
+            args.split
+        )
+    })?;
+    let mut ks = args.k.clone();
+    ks.retain(|&k| k <= args.samples);
+    if ks.is_empty() {
+        ks.push(1);
+    }
+    let plan = EvalPlan {
+        split,
+        tasks: args.tasks,
+        samples: args.samples,
+        ks,
+        temperature: args.temperature,
+        seed: args.seed,
+    };
+    eval::validate(&plan)?;
+    let (device, name) = device::choose(args.backend)?;
+    let folder = eval::resolve_checkpoint(&args.checkpoint)?;
+    eprintln!(
+        "evaluating {} on {} {} tasks x {} samples ({name})",
+        folder.display(),
+        args.tasks,
+        args.split,
+        args.samples
+    );
+    let result = eval::evaluate(&folder, &plan, &device)?;
+    let (baseline, paired) = match &args.baseline {
+        Some(path) => {
+            let base_folder = eval::resolve_checkpoint(path)?;
+            eprintln!("evaluating the baseline {}", base_folder.display());
+            let base = eval::evaluate(&base_folder, &plan, &device)?;
+            let paired = eval::compare(&result, &base, args.samples, args.seed)?;
+            (Some(base), Some(paired))
+        }
+        None => (None, None),
+    };
+    let report = Report {
+        split: args.split.clone(),
+        tasks: args.tasks,
+        samples: args.samples,
+        temperature: args.temperature,
+        result,
+        baseline,
+        paired,
+    };
+    if args.json {
+        crate::output::outln!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_report(&report);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_report(report: &Report) {
+    let line = |name: &str, r: &eval::CheckpointResult| {
+        let mut text = format!(
+            "{name:<9} success {:.3} [{:.3}, {:.3}]",
+            r.success.mean, r.success.ci95[0], r.success.ci95[1]
+        );
+        for p in &r.pass_at_k {
+            text.push_str(&format!(
+                "  pass@{} {:.3} [{:.3}, {:.3}]",
+                p.k, p.estimate.mean, p.estimate.ci95[0], p.estimate.ci95[1]
+            ));
+        }
+        text
+    };
+    crate::output::outln!(
+        "{} split, {} tasks x {} samples, temperature {}",
+        report.split,
+        report.tasks,
+        report.samples,
+        report.temperature
+    );
+    crate::output::outln!("{}", line("model", &report.result));
+    if let Some(base) = &report.baseline {
+        crate::output::outln!("{}", line("baseline", base));
+    }
+    if let Some(p) = &report.paired {
+        crate::output::outln!(
+            "paired difference {:+.3} (se {:.3}); 95% normal [{:+.3}, {:+.3}], bootstrap [{:+.3}, {:+.3}]{}",
+            p.difference,
+            p.se,
+            p.ci95_normal[0],
+            p.ci95_normal[1],
+            p.ci95_bootstrap[0],
+            p.ci95_bootstrap[1],
+            if p.significant { "  (significant)" } else { "" }
+        );
+    }
+}
+
+/// Arguments of `arlbook bench-train` (run by `cargo xtask bench train`).
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Transformer blocks.
+    #[arg(long, default_value_t = 2)]
+    pub layers: usize,
+    /// Model width.
+    #[arg(long, default_value_t = 96)]
+    pub width: usize,
+    /// Attention heads.
+    #[arg(long, default_value_t = 4)]
+    pub heads: usize,
+    /// Positions.
+    #[arg(long, default_value_t = 640)]
+    pub context: usize,
+    /// Sequences per GRPO step.
+    #[arg(long, default_value_t = 64)]
+    pub rows: usize,
+    /// Context tokens before generation.
+    #[arg(long, default_value_t = 200)]
+    pub prompt: usize,
+    /// Generated tokens per row.
+    #[arg(long, default_value_t = 32)]
+    pub new_tokens: usize,
+    /// Rows per forward pass in the update.
+    #[arg(long, default_value_t = 16)]
+    pub microbatch_rows: usize,
+    /// Timed repetitions after one warm-up.
+    #[arg(long, default_value_t = 3)]
+    pub repeats: usize,
+    /// auto, cpu or gpu.
+    #[arg(long, default_value = "cpu")]
+    pub backend: BackendChoice,
+}
+
+/// Runs the synthetic GRPO workload and prints its timing as JSON.
+pub fn run_bench(args: &BenchArgs) -> Result<ExitCode> {
+    let model = crate::train::config::ModelConfig {
+        layers: args.layers,
+        width: args.width,
+        heads: args.heads,
+        context: args.context,
+    };
+    if args.prompt + args.new_tokens > args.context {
+        anyhow::bail!("--prompt + --new-tokens must be at most --context");
+    }
+    if args.width % args.heads != 0 || args.rows == 0 || args.microbatch_rows == 0 {
+        anyhow::bail!("--heads must divide --width; --rows and --microbatch-rows must be positive");
+    }
+    let workload = crate::train::bench::Workload {
+        rows: args.rows,
+        prompt: args.prompt,
+        new_tokens: args.new_tokens,
+        microbatch_rows: args.microbatch_rows,
+        repeats: args.repeats.max(1),
+    };
+    let (device, _) = device::choose(args.backend)?;
+    let timing = crate::train::bench::run(&model, &workload, &device);
+    crate::output::outln!("{}", serde_json::to_string(&timing)?);
+    Ok(ExitCode::SUCCESS)
+}

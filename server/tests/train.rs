@@ -1,0 +1,300 @@
+//! The trainer through the real binary: a tiny run end to end, SIGKILL and resume,
+//! field-naming config errors, and evaluation of the run's checkpoints.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_arlbook");
+
+const TINY: &str = r#"
+seed = 3
+backend = "cpu"
+checkpoint_every = 2
+
+[model]
+layers = 1
+width = 16
+heads = 2
+context = 400
+
+[harness]
+max_turns = 6
+max_context_tokens = 400
+max_new_tokens = 24
+
+[sft]
+steps = 6
+batch_episodes = 4
+tasks = 24
+learning_rate = 1e-2
+warmup_steps = 1
+
+[grpo]
+steps = 4
+tasks_per_batch = 2
+group_size = 3
+microbatch_rows = 4
+dynamic_sampling = false
+learning_rate = 1e-3
+
+[validation]
+every_steps = 2
+tasks = 3
+"#;
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("arlbook-train-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn write_config(dir: &Path, text: &str) -> PathBuf {
+    let path = dir.join("config.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn train(config: &Path, out: &Path, extra: &[&str]) -> std::process::Output {
+    Command::new(BIN)
+        .args(["train", "--config"])
+        .arg(config)
+        .arg("--out")
+        .arg(out)
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+fn rows(out: &Path) -> Vec<Value> {
+    std::fs::read_to_string(out.join("metrics.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn keys(rows: &[Value]) -> Vec<(String, u64)> {
+    rows.iter()
+        .map(|r| {
+            (
+                r["stage"].as_str().unwrap().to_owned(),
+                r["step"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+fn expected_keys() -> Vec<(String, u64)> {
+    let mut keys: Vec<(String, u64)> = (1..=6).map(|s| ("sft".to_owned(), s)).collect();
+    keys.push(("validation".to_owned(), 0));
+    for s in 1..=4 {
+        keys.push(("grpo".to_owned(), s));
+        if s % 2 == 0 {
+            keys.push(("validation".to_owned(), s));
+        }
+    }
+    keys
+}
+
+#[test]
+fn a_tiny_run_trains_both_stages_and_logs_every_metric() {
+    let dir = scratch("full");
+    let config = write_config(&dir, TINY);
+    let out = dir.join("run");
+    let result = train(&config, &out, &[]);
+    assert!(
+        result.status.success(),
+        "{}",
+        String::from_utf8_lossy(&result.stderr)
+    );
+    let stderr = String::from_utf8_lossy(&result.stderr);
+    assert!(stderr.contains("pre-flight ok"), "{stderr}");
+    let rows = rows(&out);
+    assert_eq!(keys(&rows), expected_keys());
+    let grpo: Vec<&Value> = rows.iter().filter(|r| r["stage"] == "grpo").collect();
+    for key in [
+        "reward",
+        "success_rate",
+        "effective_group_fraction",
+        "discarded",
+        "gen_len_mean",
+        "gen_len_max",
+        "truncation_rate",
+        "entropy",
+        "ratio_mean",
+        "ratio_max",
+        "clip_fraction_low",
+        "clip_fraction_high",
+        "kl",
+        "loss",
+        "grad_norm",
+        "tokens_per_s",
+        "wall_s",
+        "loss_core_gap",
+    ] {
+        assert!(
+            grpo[0].get(key).is_some(),
+            "grpo row lacks {key}: {}",
+            grpo[0]
+        );
+    }
+    for row in &grpo {
+        // The burn loss and the core loss on the same numbers agree on every step.
+        assert!(row["loss_core_gap"].as_f64().unwrap() < 1e-4, "{row}");
+    }
+    // The first update starts on the collecting snapshot: ratios are 1.
+    assert!(
+        (grpo[0]["ratio_mean"].as_f64().unwrap() - 1.0).abs() < 1e-3,
+        "{}",
+        grpo[0]
+    );
+    let sft: Vec<f64> = rows
+        .iter()
+        .filter(|r| r["stage"] == "sft")
+        .map(|r| r["loss"].as_f64().unwrap())
+        .collect();
+    assert!(
+        sft.last().unwrap() < sft.first().unwrap(),
+        "SFT loss should fall: {sft:?}"
+    );
+
+    // Evaluation of the final checkpoint against the SFT checkpoint.
+    let sft_checkpoint = out.join("checkpoints").join("sft-000006");
+    let eval = Command::new(BIN)
+        .args(["eval", "--checkpoint"])
+        .arg(&out)
+        .arg("--baseline")
+        .arg(&sft_checkpoint)
+        .args([
+            "--split",
+            "test",
+            "--tasks",
+            "4",
+            "--samples",
+            "2",
+            "--k",
+            "1,2",
+            "--json",
+            "--backend",
+            "cpu",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        eval.status.success(),
+        "{}",
+        String::from_utf8_lossy(&eval.stderr)
+    );
+    let report: Value = serde_json::from_slice(&eval.stdout).unwrap();
+    let success = &report["result"]["success"];
+    let mean = success["mean"].as_f64().unwrap();
+    let ci = success["ci95"].as_array().unwrap();
+    assert!((0.0..=1.0).contains(&mean));
+    assert!(ci[0].as_f64().unwrap() <= mean && mean <= ci[1].as_f64().unwrap());
+    assert_eq!(report["result"]["pass_at_k"].as_array().unwrap().len(), 2);
+    assert!(report["paired"]["se"].as_f64().is_some());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_run_killed_with_sigkill_resumes_without_lost_or_duplicated_rows() {
+    let dir = scratch("kill");
+    let config = write_config(&dir, TINY);
+    let out = dir.join("run");
+    let mut child = Command::new(BIN)
+        .args(["train", "--config"])
+        .arg(&config)
+        .arg("--out")
+        .arg(&out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Kill it once GRPO has checkpointed at least once (or SFT has, on a fast machine).
+    let pointer = out.join("checkpoints").join("latest");
+    let deadline = Instant::now() + Duration::from_secs(600);
+    loop {
+        let name = std::fs::read_to_string(&pointer).unwrap_or_default();
+        if name.starts_with("grpo-") || name == "sft-000004" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no checkpoint appeared");
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap(); // SIGKILL on Unix
+    child.wait().unwrap();
+    let resumed = Command::new(BIN)
+        .args(["train", "--resume", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        resumed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&resumed.stderr)
+    );
+    let resumed_rows = rows(&out);
+    assert_eq!(keys(&resumed_rows), expected_keys());
+    // Resuming continues exactly: every step's numbers equal an uninterrupted run's.
+    let straight = dir.join("straight");
+    let result = train(&config, &straight, &[]);
+    assert!(result.status.success());
+    let numbers = |rows: &[Value]| -> Vec<(String, u64, String)> {
+        rows.iter()
+            .map(|r| {
+                let mut kept = serde_json::Map::new();
+                for key in [
+                    "loss",
+                    "reward",
+                    "grad_norm",
+                    "ratio_mean",
+                    "entropy",
+                    "val_success",
+                    "gen_len_mean",
+                ] {
+                    if let Some(v) = r.get(key) {
+                        kept.insert(key.to_owned(), v.clone());
+                    }
+                }
+                (
+                    r["stage"].as_str().unwrap().to_owned(),
+                    r["step"].as_u64().unwrap(),
+                    Value::Object(kept).to_string(),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(numbers(&resumed_rows), numbers(&rows(&straight)));
+    // Starting a fresh run over an existing one is refused rather than overwriting it.
+    let again = train(&config, &out, &[]);
+    assert!(!again.status.success());
+    assert!(String::from_utf8_lossy(&again.stderr).contains("--resume"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn config_errors_name_the_field_and_exit_nonzero() {
+    let dir = scratch("bad");
+    for (text, field) in [
+        ("[grpo]\ngroup_size = 1\n", "grpo.group_size"),
+        ("[model]\nwidth = 30\nheads = 4\n", "model.heads"),
+        ("[grpo]\nreduction = \"average\"\n", "reduction"),
+        ("[sft]\nlearning_rate = -1.0\n", "sft.learning_rate"),
+        ("[grpo]\nunknown_knob = 1\n", "unknown_knob"),
+    ] {
+        let config = write_config(&dir, text);
+        let result = train(&config, &dir.join("never"), &["--backend", "cpu"]);
+        assert!(!result.status.success());
+        let stderr = String::from_utf8_lossy(&result.stderr);
+        assert!(stderr.contains(field), "{field}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -1,0 +1,125 @@
+//! `cargo xtask bench train`: the trainer's GRPO workload in burn against the same
+//! model and loss in PyTorch on this CPU, side by side in one run, with ratios.
+//!
+//! Rust side: `arlbook bench-train` (the dev profile, whose dependencies, burn
+//! included, are built at `opt-level = 2`; the hot loops are burn's). Python side:
+//! `bench/torch_policy.py` in a virtual environment under `target/bench/venv` with
+//! the CPU build of PyTorch, installed on first use. Both use two threads.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use anyhow::{Context, bail};
+use serde_json::Value;
+
+use crate::cmd::{cargo, output, workspace_root};
+
+/// The workload flags both sides take.
+const SHAPE: [(&str, &str); 8] = [
+    ("--layers", "2"),
+    ("--width", "96"),
+    ("--heads", "4"),
+    ("--context", "640"),
+    ("--rows", "64"),
+    ("--prompt", "200"),
+    ("--new-tokens", "32"),
+    ("--microbatch-rows", "16"),
+];
+
+fn venv_python() -> anyhow::Result<PathBuf> {
+    let venv = workspace_root().join("target").join("bench").join("venv");
+    let python = venv.join("bin").join("python");
+    if !python.exists() {
+        crate::cmd::run(Command::new("python3").args(["-m", "venv"]).arg(&venv))?;
+    }
+    let has_torch = Command::new(&python)
+        .args(["-c", "import torch"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !has_torch {
+        eprintln!("installing PyTorch (CPU) into {}", venv.display());
+        // The CPU-only wheel index when it is reachable, else PyPI's default wheel.
+        let cpu_index = Command::new(&python)
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "torch",
+                "--index-url",
+                "https://download.pytorch.org/whl/cpu",
+            ])
+            .status()
+            .is_ok_and(|s| s.success());
+        if !cpu_index {
+            crate::cmd::run(
+                Command::new(&python).args(["-m", "pip", "install", "--quiet", "torch"]),
+            )?;
+        }
+    }
+    Ok(python)
+}
+
+fn field(row: &Value, key: &str) -> f64 {
+    row[key].as_f64().unwrap_or(f64::NAN)
+}
+
+/// Runs both sides and prints the comparison.
+pub fn run() -> anyhow::Result<()> {
+    let mut rust_cmd = cargo();
+    rust_cmd.args([
+        "run",
+        "--quiet",
+        "-p",
+        "arlbook-server",
+        "--",
+        "bench-train",
+    ]);
+    for (flag, value) in SHAPE {
+        rust_cmd.args([flag, value]);
+    }
+    let rust_out = output(rust_cmd.env("RAYON_NUM_THREADS", "2"))?;
+    let python = venv_python()?;
+    let mut torch_cmd = Command::new(python);
+    torch_cmd.arg(workspace_root().join("bench").join("torch_policy.py"));
+    for (flag, value) in SHAPE {
+        torch_cmd.args([flag, value]);
+    }
+    let torch_out = output(torch_cmd.args(["--threads", "2"]))?;
+    let parse = |text: &str| -> anyhow::Result<Value> {
+        let line = text.lines().rev().find(|l| l.trim_start().starts_with('{'));
+        let Some(line) = line else {
+            bail!("no JSON line in:\n{text}");
+        };
+        serde_json::from_str(line).with_context(|| format!("parsing `{line}`"))
+    };
+    let rust = parse(&rust_out)?;
+    let torch = parse(&torch_out)?;
+    println!(
+        "model: {} layers, width {}, {} heads; {} rows x ({} prompt + {} generated) tokens; microbatches of {}",
+        SHAPE[0].1, SHAPE[1].1, SHAPE[2].1, SHAPE[4].1, SHAPE[5].1, SHAPE[6].1, SHAPE[7].1
+    );
+    println!(
+        "parameters: arlbook {} / pytorch {}",
+        rust["parameters"], torch["parameters"]
+    );
+    println!(
+        "{:<28} {:>14} {:>14} {:>10}",
+        "measure", "arlbook", "pytorch", "ratio"
+    );
+    for (label, key, higher_is_better) in [
+        ("rollout tokens/s", "rollout_tokens_per_s", true),
+        ("update tokens/s", "update_tokens_per_s", true),
+        ("GRPO step s", "grpo_step_s", false),
+    ] {
+        let (r, t) = (field(&rust, key), field(&torch, key));
+        // Ratio as "arlbook speed relative to PyTorch": above 1 means arlbook is faster.
+        let ratio = if higher_is_better { r / t } else { t / r };
+        println!("{label:<28} {r:>14.3} {t:>14.3} {ratio:>9.2}x");
+    }
+    println!(
+        "(ratio = arlbook speed / PyTorch speed; {})",
+        torch["implementation"].as_str().unwrap_or("pytorch")
+    );
+    Ok(())
+}
