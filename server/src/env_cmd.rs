@@ -232,7 +232,7 @@ fn model_cell(text: &str) -> String {
     }
 }
 
-fn print_transcript(task: &Task, record: &EpisodeRecord) {
+pub(crate) fn print_transcript(task: &Task, record: &EpisodeRecord) {
     outln!(
         "task {}  family {}  policy {}",
         task.id,

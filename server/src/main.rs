@@ -35,6 +35,8 @@ enum Command {
     Train(train_cmd::TrainArgs),
     /// Evaluate a checkpoint: success, pass@k with 95% intervals, paired comparison.
     Eval(train_cmd::EvalArgs),
+    /// Plot a training run's metrics (SFT loss, GRPO and validation success) as SVG.
+    TrainPlot(train_cmd::PlotArgs),
     /// The trainer's synthetic GRPO workload, timed (used by `cargo xtask bench train`).
     #[command(hide = true)]
     BenchTrain(train_cmd::BenchArgs),
@@ -62,6 +64,7 @@ fn main() -> ExitCode {
         Command::Env(args) => env_cmd::run(&args),
         Command::Train(args) => train_cmd::run_train(&args),
         Command::Eval(args) => train_cmd::run_eval(&args),
+        Command::TrainPlot(args) => train_cmd::run_plot(&args),
         Command::BenchTrain(args) => train_cmd::run_bench(&args),
     };
     match outcome {

@@ -98,6 +98,24 @@ pub fn run_train(args: &TrainArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Arguments of `arlbook train-plot`.
+#[derive(Debug, Args)]
+pub struct PlotArgs {
+    /// The run folder (holding metrics.jsonl).
+    #[arg(long)]
+    pub run: PathBuf,
+    /// The SVG to write.
+    #[arg(long)]
+    pub out: PathBuf,
+}
+
+/// Runs `arlbook train-plot`.
+pub fn run_plot(args: &PlotArgs) -> Result<ExitCode> {
+    crate::train::plot::write(&args.run, &args.out)?;
+    eprintln!("wrote {}", args.out.display());
+    Ok(ExitCode::SUCCESS)
+}
+
 /// Arguments of `arlbook eval`.
 #[derive(Debug, Args)]
 pub struct EvalArgs {
@@ -131,6 +149,9 @@ pub struct EvalArgs {
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Print the transcripts of the first N episodes before the report (not with --json).
+    #[arg(long, default_value_t = 0)]
+    pub show: usize,
 }
 
 /// Runs `arlbook eval`.
@@ -153,6 +174,7 @@ pub fn run_eval(args: &EvalArgs) -> Result<ExitCode> {
         ks,
         temperature: args.temperature,
         seed: args.seed,
+        show: args.show,
     };
     eval::validate(&plan)?;
     let (device, name) = device::choose(args.backend)?;
@@ -165,6 +187,10 @@ pub fn run_eval(args: &EvalArgs) -> Result<ExitCode> {
         args.samples
     );
     let result = eval::evaluate(&folder, &plan, &device)?;
+    for record in result.shown.iter().filter(|_| !args.json) {
+        let task = arlbook_core::agent::generate_task(split, record.group_id);
+        crate::env_cmd::print_transcript(&task, record);
+    }
     let (baseline, paired) = match &args.baseline {
         Some(path) => {
             let base_folder = eval::resolve_checkpoint(path)?;

@@ -101,7 +101,8 @@ pub fn run(config: &ModelConfig, workload: &Workload, device: &Device) -> Timing
             }
             logits = policy.decode_step(&mut cache, &next, device);
         }
-        let _ = logits.into_data();
+        // Wait for the last step (a GPU backend queues work).
+        drop(logits.into_data());
         let rollout_s = t0.elapsed().as_secs_f64();
         // Update: forward, loss, backward over microbatches, one optimizer step.
         let t1 = Instant::now();
@@ -147,7 +148,6 @@ pub fn run(config: &ModelConfig, workload: &Workload, device: &Device) -> Timing
             accumulator.accumulate(&model, GradientsParams::from_grads(grads, &model));
         }
         model = optim.step(1e-4, model, accumulator.grads());
-        let _ = model.num_params();
         let update_s = t1.elapsed().as_secs_f64();
         if repeat > 0 {
             best_rollout = best_rollout.min(rollout_s);

@@ -45,6 +45,8 @@ pub struct EvalPlan {
     pub temperature: f64,
     /// Seed of the episodes and the bootstrap.
     pub seed: u64,
+    /// Episodes whose records are kept for display (the first ones).
+    pub show: usize,
 }
 
 /// A mean with its 95% bootstrap interval.
@@ -77,6 +79,9 @@ pub struct CheckpointResult {
     pub success: Estimate,
     /// pass@k.
     pub pass_at_k: Vec<PassAtK>,
+    /// The first [`EvalPlan::show`] episodes, for display.
+    #[serde(skip)]
+    pub shown: Vec<arlbook_core::agent::EpisodeRecord>,
 }
 
 /// The paired comparison `a - b`.
@@ -185,11 +190,17 @@ pub fn evaluate(folder: &Path, plan: &EvalPlan, device: &Device) -> Result<Check
             })
         })
         .collect::<Result<Vec<_>>>()?;
+    let shown = rollouts
+        .into_iter()
+        .take(plan.show)
+        .map(|r| r.record)
+        .collect();
     Ok(CheckpointResult {
         checkpoint: folder.to_owned(),
         successes,
         success,
         pass_at_k: pass,
+        shown,
     })
 }
 

@@ -265,7 +265,6 @@ fn ragged_rows(tensor: Tensor<2>, micro: &MicroBatch) -> Ragged<f64> {
 }
 
 /// One optimizer step over `rows` (whole groups) with their advantages.
-#[allow(clippy::too_many_arguments)]
 fn minibatch_step(
     trainer: &mut Trainer,
     rows: &[(&Rollout, f64)],
@@ -561,7 +560,6 @@ pub fn run(trainer: &mut Trainer) -> Result<()> {
             bail!("the rollout pipeline is empty");
         };
         let groups = regroup(&batch);
-        let rollouts: Vec<&Rollout> = groups.iter().flatten().collect();
         let all: Vec<&StoredRollout> = batch.rollouts.iter().collect();
         let reward_mean = mean(all.iter().map(|r| r.record.reward));
         let gen_lengths: Vec<usize> = all.iter().map(|r| r.record.generated_tokens()).collect();
@@ -644,7 +642,6 @@ pub fn run(trainer: &mut Trainer) -> Result<()> {
                 "optimizer_steps": stats.grad_norms.len(),
             });
             merge(&mut row, extra);
-            let _ = rollouts;
         }
         trainer.position.step += 1;
         let step_s = t0.elapsed().as_secs_f64();

@@ -9,7 +9,8 @@
 //! - [`sft`], [`grpo`], [`trainer`]: the loops and the run state.
 //! - [`checkpoint`], [`metrics`], [`progress`]: resumable state, JSON-lines metrics,
 //!   the progress line.
-//! - [`eval`]: success, pass@k and paired comparisons of checkpoints.
+//! - [`eval`]: success, pass@k and paired comparisons of checkpoints; [`plot`]: a
+//!   picture of a run; [`bench`]: the synthetic workload of `cargo xtask bench train`.
 
 pub mod batching;
 pub mod bench;
@@ -23,6 +24,7 @@ pub mod loss;
 pub mod metrics;
 pub mod model;
 pub mod optimizer;
+pub mod plot;
 pub mod progress;
 pub mod rollout;
 pub mod sampling;

@@ -10,7 +10,7 @@
 use std::time::Instant;
 
 use anyhow::{Result, bail};
-use arlbook_core::agent::{EpisodeIds, Policy, Split, Teacher, generate_task, run_episode};
+use arlbook_core::agent::{EpisodeIds, Split, Teacher, generate_task, run_episode};
 use arlbook_core::rng::RandomStream;
 use burn::optim::GradientsParams;
 use serde_json::json;
@@ -39,7 +39,6 @@ pub fn demonstrations(config: &super::config::TrainConfig, count: usize) -> Vec<
                 sample_id: 0,
             };
             let record = run_episode(&task, &mut teacher, &config.harness, ids, i as u64);
-            let _ = teacher.info();
             Rollout {
                 entropy: vec![0.0; record.generated_tokens()],
                 keep: Vec::new(),
@@ -50,6 +49,18 @@ pub fn demonstrations(config: &super::config::TrainConfig, count: usize) -> Vec<
         .collect()
 }
 
+/// A uniformly random permutation of `0..count` (Fisher-Yates, `below(i + 1)` for
+/// `i = count-1 .. 1`) from `RandomStream::new(seed, stream)`.
+pub fn permutation(seed: u64, stream: u64, count: usize) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..count).collect();
+    let mut rng = RandomStream::new(seed, stream);
+    for i in (1..count).rev() {
+        let k = rng.below((i + 1) as u32) as usize;
+        order.swap(i, k);
+    }
+    order
+}
+
 /// The demonstration indices of SFT step `step` (the uncached form of
 /// [`cached_indices`], for its test).
 #[cfg(test)]
@@ -57,14 +68,7 @@ fn batch_indices(seed: u64, step: usize, batch: usize, count: usize) -> Vec<usiz
     (0..batch)
         .map(|j| {
             let position = step * batch + j;
-            let pass = position / count;
-            let mut order: Vec<usize> = (0..count).collect();
-            let mut rng = RandomStream::new(seed, ORDER_STREAM + pass as u64);
-            for i in (1..count).rev() {
-                let k = rng.below((i + 1) as u32) as usize;
-                order.swap(i, k);
-            }
-            order[position % count]
+            permutation(seed, ORDER_STREAM + (position / count) as u64, count)[position % count]
         })
         .collect()
 }
@@ -157,13 +161,7 @@ fn cached_indices(
             let position = step * batch + j;
             let pass = position / count;
             if cache.as_ref().is_none_or(|(p, _)| *p != pass) {
-                let mut order: Vec<usize> = (0..count).collect();
-                let mut rng = RandomStream::new(seed, ORDER_STREAM + pass as u64);
-                for i in (1..count).rev() {
-                    let k = rng.below((i + 1) as u32) as usize;
-                    order.swap(i, k);
-                }
-                *cache = Some((pass, order));
+                *cache = Some((pass, permutation(seed, ORDER_STREAM + pass as u64, count)));
             }
             cache
                 .as_ref()

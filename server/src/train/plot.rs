@@ -1,0 +1,125 @@
+//! A picture of a run: the SFT loss, and GRPO's training success with the held-out
+//! validation success, drawn from `metrics.jsonl` with plotters as SVG (and PNG through
+//! the figure exporter's rasteriser).
+
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use plotters::prelude::*;
+use serde_json::Value;
+
+/// Points `(step, value)` of `key` in the rows of `stage`.
+fn series(rows: &[Value], stage: &str, key: &str) -> Vec<(f64, f64)> {
+    rows.iter()
+        .filter(|r| r["stage"] == stage)
+        .filter_map(|r| Some((r["step"].as_f64()?, r.get(key)?.as_f64()?)))
+        .collect()
+}
+
+fn upper(points: &[(f64, f64)]) -> f64 {
+    points.iter().map(|p| p.0).fold(1.0, f64::max)
+}
+
+/// The SVG of the run whose metrics rows are `rows`.
+pub fn svg(rows: &[Value], title: &str) -> Result<String> {
+    let mut out = String::new();
+    {
+        let root = SVGBackend::with_string(&mut out, (900, 360)).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let root = root
+            .titled(title, ("sans-serif", 18))
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let (left, right) = root.split_horizontally(440);
+        let loss = series(rows, "sft", "loss");
+        let top = loss.iter().map(|p| p.1).fold(0.1, f64::max);
+        let mut chart = ChartBuilder::on(&left)
+            .caption("SFT: loss on generated tokens", ("sans-serif", 14))
+            .margin(10)
+            .x_label_area_size(30)
+            .y_label_area_size(40)
+            .build_cartesian_2d(0.0..upper(&loss), 0.0..top * 1.05)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        chart
+            .configure_mesh()
+            .x_desc("step")
+            .draw()
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        chart
+            .draw_series(LineSeries::new(loss, &BLUE))
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+
+        let train = series(rows, "grpo", "success_rate");
+        let validation = series(rows, "validation", "val_success");
+        let mut chart = ChartBuilder::on(&right)
+            .caption("GRPO: success rate", ("sans-serif", 14))
+            .margin(10)
+            .x_label_area_size(30)
+            .y_label_area_size(40)
+            .build_cartesian_2d(0.0..upper(&train), 0.0..1.0)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        chart
+            .configure_mesh()
+            .x_desc("step")
+            .draw()
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        chart
+            .draw_series(LineSeries::new(train, &BLUE))
+            .map_err(|e| anyhow::anyhow!("{e}"))?
+            .label("training rollouts (train split, T = 1)")
+            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], BLUE));
+        chart
+            .draw_series(LineSeries::new(validation.clone(), &RED))
+            .map_err(|e| anyhow::anyhow!("{e}"))?
+            .label("validation (held-out families, greedy)")
+            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], RED));
+        chart
+            .draw_series(
+                validation
+                    .into_iter()
+                    .map(|p| Circle::new(p, 3, RED.filled())),
+            )
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .draw()
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        root.present().map_err(|e| anyhow::anyhow!("{e}"))?;
+    }
+    Ok(out)
+}
+
+/// Writes the plot of the run in `run` (its `metrics.jsonl`) to `out` (`.svg`).
+pub fn write(run: &Path, out: &Path) -> Result<()> {
+    let path = run.join("metrics.jsonl");
+    let text =
+        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    let rows: Vec<Value> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let title = format!("arlbook train: {}", run.display());
+    std::fs::write(out, svg(&rows, &title)?).with_context(|| format!("writing {}", out.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_plot_draws_both_stages() {
+        let rows = vec![
+            json!({"stage": "sft", "step": 1, "loss": 3.0}),
+            json!({"stage": "sft", "step": 2, "loss": 1.5}),
+            json!({"stage": "validation", "step": 0, "val_success": 0.1}),
+            json!({"stage": "grpo", "step": 1, "success_rate": 0.25}),
+            json!({"stage": "grpo", "step": 2, "success_rate": 0.5}),
+        ];
+        let svg = svg(&rows, "test").unwrap();
+        assert!(svg.starts_with("<svg"));
+        assert!(svg.contains("SFT: loss"));
+        assert!(svg.contains("<polyline") || svg.contains("<path"));
+    }
+}
