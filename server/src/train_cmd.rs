@@ -1,5 +1,6 @@
 //! `arlbook train` and `arlbook eval`.
 
+use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -225,10 +226,11 @@ fn print_report(report: &Report) {
             r.success.mean, r.success.ci95[0], r.success.ci95[1]
         );
         for p in &r.pass_at_k {
-            text.push_str(&format!(
+            let _ = write!(
+                text,
                 "  pass@{} {:.3} [{:.3}, {:.3}]",
                 p.k, p.estimate.mean, p.estimate.ci95[0], p.estimate.ci95[1]
-            ));
+            );
         }
         text
     };
@@ -303,7 +305,11 @@ pub fn run_bench(args: &BenchArgs) -> Result<ExitCode> {
     if args.prompt + args.new_tokens > args.context {
         anyhow::bail!("--prompt + --new-tokens must be at most --context");
     }
-    if args.width % args.heads != 0 || args.rows == 0 || args.microbatch_rows == 0 {
+    if args.heads == 0
+        || !args.width.is_multiple_of(args.heads)
+        || args.rows == 0
+        || args.microbatch_rows == 0
+    {
         anyhow::bail!("--heads must divide --width; --rows and --microbatch-rows must be positive");
     }
     let workload = crate::train::bench::Workload {

@@ -1,6 +1,8 @@
 //! The trainer through the real binary: a tiny run end to end, SIGKILL and resume,
 //! field-naming config errors, and evaluation of the run's checkpoints.
 
+#![allow(clippy::unwrap_used, reason = "test helpers outside #[test] functions")]
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

@@ -144,7 +144,7 @@ pub fn save(out: &Path, state: &State, fill: impl FnOnce(&Path) -> Result<()>) -
 /// Removes all but the newest [`KEEP`] checkpoints (and stray partial folders).
 fn prune(root: &Path, newest: &str) -> Result<()> {
     let mut names: Vec<String> = fs::read_dir(root)?
-        .filter_map(|e| e.ok())
+        .filter_map(Result::ok)
         .filter(|e| e.path().is_dir())
         .filter_map(|e| e.file_name().into_string().ok())
         .collect();

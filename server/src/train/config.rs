@@ -286,6 +286,7 @@ impl TrainConfig {
     }
 
     /// Checks every range; the error names the first bad field.
+    #[allow(clippy::too_many_lines, reason = "one flat list of field checks")]
     pub fn validate(&self) -> Result<()> {
         let m = &self.model;
         require(
@@ -299,7 +300,7 @@ impl TrainConfig {
             "must be in 8..=4096",
         )?;
         require(
-            m.heads >= 1 && m.width % m.heads == 0,
+            m.heads >= 1 && m.width.is_multiple_of(m.heads),
             "model.heads",
             "must be at least 1 and divide model.width",
         )?;

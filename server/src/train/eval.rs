@@ -133,6 +133,7 @@ pub fn resolve_checkpoint(path: &Path) -> Result<PathBuf> {
     }
 }
 
+#[allow(clippy::needless_pass_by_value, reason = "used as `map_err(fe)`")]
 fn fe(e: arlbook_core::FieldError) -> anyhow::Error {
     anyhow::anyhow!("{}: {}", e.field, e.message)
 }

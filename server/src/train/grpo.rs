@@ -109,8 +109,8 @@ pub fn collect(
     let mut kept: Vec<Vec<Rollout>> = Vec::new();
     let mut discarded: BTreeMap<String, usize> = BTreeMap::new();
     let mut sampled = 0;
-    let mut groups_sampled = 0;
-    let mut groups_mixed = 0;
+    let mut groups_sampled = 0usize;
+    let mut groups_mixed = 0usize;
     let rounds = if g.dynamic_sampling {
         g.max_refill_rounds + 1
     } else {
@@ -265,6 +265,10 @@ fn ragged_rows(tensor: Tensor<2>, micro: &MicroBatch) -> Ragged<f64> {
 }
 
 /// One optimizer step over `rows` (whole groups) with their advantages.
+#[allow(
+    clippy::too_many_lines,
+    reason = "the microbatch loop reads best as one piece"
+)]
 fn minibatch_step(
     trainer: &mut Trainer,
     rows: &[(&Rollout, f64)],
@@ -519,6 +523,10 @@ pub fn validation_success(
 }
 
 /// Runs GRPO from the current position to `grpo.steps`.
+#[allow(
+    clippy::too_many_lines,
+    reason = "the step, in the order the module docs give"
+)]
 pub fn run(trainer: &mut Trainer) -> Result<()> {
     let config = trainer.config.clone();
     let g = &config.grpo;
@@ -539,7 +547,7 @@ pub fn run(trainer: &mut Trainer) -> Result<()> {
     while trainer.position.step < g.steps {
         let step = trainer.position.step;
         let t0 = Instant::now();
-        if g.ref_refresh_steps > 0 && step > 0 && step % g.ref_refresh_steps == 0 {
+        if g.ref_refresh_steps > 0 && step > 0 && step.is_multiple_of(g.ref_refresh_steps) {
             trainer.reference = Some(trainer.model.valid());
         }
         // 1. Collect (topping up the lag pipeline with the current policy).
@@ -656,7 +664,9 @@ pub fn run(trainer: &mut Trainer) -> Result<()> {
         );
         trainer.log(&row)?;
         let every = config.validation.every_steps;
-        if every > 0 && (trainer.position.step % every == 0 || trainer.position.step == g.steps) {
+        if every > 0
+            && (trainer.position.step.is_multiple_of(every) || trainer.position.step == g.steps)
+        {
             let success = validation_success(
                 &config,
                 &trainer.model.valid(),
@@ -665,7 +675,11 @@ pub fn run(trainer: &mut Trainer) -> Result<()> {
             );
             trainer.log(&json!({"stage": "validation", "step": trainer.position.step, "steps": g.steps, "val_success": success}))?;
         }
-        if trainer.position.step % config.checkpoint_every == 0 || trainer.position.step == g.steps
+        if trainer
+            .position
+            .step
+            .is_multiple_of(config.checkpoint_every)
+            || trainer.position.step == g.steps
         {
             trainer.save_checkpoint()?;
         }

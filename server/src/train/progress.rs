@@ -1,6 +1,7 @@
 //! A one-line progress display on standard error (redrawn in place on a terminal,
 //! one line per step otherwise).
 
+use std::fmt::Write as _;
 use std::io::{IsTerminal, Write};
 
 use serde_json::Value;
@@ -52,7 +53,7 @@ impl Progress {
             ("step_s", "s/step"),
         ] {
             if let Some(v) = number(row, key) {
-                line.push_str(&format!("  {label} {v:.3}"));
+                let _ = write!(line, "  {label} {v:.3}");
             }
         }
         let mut err = std::io::stderr().lock();

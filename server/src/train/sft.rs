@@ -141,7 +141,12 @@ pub fn run(trainer: &mut Trainer) -> Result<()> {
             "wall_s": trainer.wall_s(),
         });
         trainer.log(&row)?;
-        if trainer.position.step % config.checkpoint_every == 0 || trainer.position.step == total {
+        if trainer
+            .position
+            .step
+            .is_multiple_of(config.checkpoint_every)
+            || trainer.position.step == total
+        {
             trainer.save_checkpoint()?;
         }
     }
