@@ -62,10 +62,7 @@ impl Future for Delayed {
 
 impl Accelerator for FakeGpu {
     fn start(&self, name: &str, request: Value) -> Pending {
-        assert!(
-            api::GPU_ENTRIES.contains(&name),
-            "{name} has no kernel"
-        );
+        assert!(api::GPU_ENTRIES.contains(&name), "{name} has no kernel");
         self.starts.set(self.starts.get() + 1);
         let answer = api::compute(name, request).map(|response| Answer {
             response,
