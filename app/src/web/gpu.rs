@@ -28,8 +28,9 @@ pub struct Gpu {
     context: Rc<GpuContext>,
     /// The adapter as the badge names it (`google swiftshader`).
     pub name: String,
-    /// Milliseconds from the page's start until the device and pipelines were ready.
-    pub ready_at_ms: f64,
+    /// Milliseconds from asking for an adapter until the device was open and every
+    /// kernel submitted for compilation.
+    pub startup_ms: f64,
 }
 
 impl Accelerator for Gpu {
@@ -95,8 +96,18 @@ impl Backend {
         if choice != Choice::Cpu {
             leptos::task::spawn_local(async move {
                 let next = match open().await {
-                    Ok(gpu) => Status::Ready(Rc::new(gpu)),
-                    Err(reason) => Status::Failed(reason),
+                    Ok(gpu) => {
+                        leptos::logging::log!(
+                            "arlbook: WebGPU ready on {} in {:.0} ms",
+                            gpu.name,
+                            gpu.startup_ms
+                        );
+                        Status::Ready(Rc::new(gpu))
+                    }
+                    Err(reason) => {
+                        leptos::logging::log!("arlbook: computing on the CPU ({reason})");
+                        Status::Failed(reason)
+                    }
                 };
                 status.set(next);
             });
@@ -137,9 +148,8 @@ impl Backend {
             Status::Ready(gpu) => (
                 format!("WebGPU ({})", gpu.name),
                 format!(
-                    "figures with a GPU kernel compute through WebGPU; ready {:.0} ms after \
-                     the page started",
-                    gpu.ready_at_ms
+                    "figures with a GPU kernel compute through WebGPU (started in {:.0} ms)",
+                    gpu.startup_ms
                 ),
             ),
             Status::Failed(reason) => (
@@ -154,6 +164,7 @@ impl Backend {
 /// none), then opens the core's context on it and compiles every kernel.
 async fn open() -> Result<Gpu, String> {
     let _hold = VirtualTimeHold::new();
+    let started = browser::now_ms();
     let name = adapter_name().await?;
     let context = GpuContext::new().await.map_err(|e| match e {
         GpuError::NoAdapter(_) => "no WebGPU adapter".to_owned(),
@@ -163,7 +174,7 @@ async fn open() -> Result<Gpu, String> {
     Ok(Gpu {
         context: Rc::new(context),
         name,
-        ready_at_ms: browser::now_ms(),
+        startup_ms: browser::now_ms() - started,
     })
 }
 
