@@ -5,6 +5,7 @@
 use std::path::Path;
 
 use anyhow::{Context, Result};
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use serde_json::Value;
 
@@ -20,6 +21,30 @@ fn upper(points: &[(f64, f64)]) -> f64 {
     points.iter().map(|p| p.0).fold(1.0, f64::max)
 }
 
+type Panel<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+/// One panel with its caption, axes `[0, x_max] x [0, y_max]` and a mesh labelled by step.
+fn panel<'a, 'b>(
+    area: &'a DrawingArea<SVGBackend<'b>, plotters::coord::Shift>,
+    caption: &str,
+    x_max: f64,
+    y_max: f64,
+) -> Result<Panel<'a, 'b>> {
+    let mut chart = ChartBuilder::on(area)
+        .caption(caption, ("sans-serif", 14))
+        .margin(10)
+        .x_label_area_size(30)
+        .y_label_area_size(40)
+        .build_cartesian_2d(0.0..x_max, 0.0..y_max)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    chart
+        .configure_mesh()
+        .x_desc("step")
+        .draw()
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(chart)
+}
+
 /// The SVG of the run whose metrics rows are `rows`.
 pub fn svg(rows: &[Value], title: &str) -> Result<String> {
     let mut out = String::new();
@@ -32,36 +57,19 @@ pub fn svg(rows: &[Value], title: &str) -> Result<String> {
         let (left, right) = root.split_horizontally(440);
         let loss = series(rows, "sft", "loss");
         let top = loss.iter().map(|p| p.1).fold(0.1, f64::max);
-        let mut chart = ChartBuilder::on(&left)
-            .caption("SFT: loss on generated tokens", ("sans-serif", 14))
-            .margin(10)
-            .x_label_area_size(30)
-            .y_label_area_size(40)
-            .build_cartesian_2d(0.0..upper(&loss), 0.0..top * 1.05)
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
-        chart
-            .configure_mesh()
-            .x_desc("step")
-            .draw()
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let mut chart = panel(
+            &left,
+            "SFT: loss on generated tokens",
+            upper(&loss),
+            top * 1.05,
+        )?;
         chart
             .draw_series(LineSeries::new(loss, &BLUE))
             .map_err(|e| anyhow::anyhow!("{e}"))?;
 
         let train = series(rows, "grpo", "success_rate");
         let validation = series(rows, "validation", "val_success");
-        let mut chart = ChartBuilder::on(&right)
-            .caption("GRPO: success rate", ("sans-serif", 14))
-            .margin(10)
-            .x_label_area_size(30)
-            .y_label_area_size(40)
-            .build_cartesian_2d(0.0..upper(&train), 0.0..1.0)
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
-        chart
-            .configure_mesh()
-            .x_desc("step")
-            .draw()
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let mut chart = panel(&right, "GRPO: success rate", upper(&train), 1.0)?;
         chart
             .draw_series(LineSeries::new(train, &BLUE))
             .map_err(|e| anyhow::anyhow!("{e}"))?
