@@ -145,8 +145,11 @@ mod tests {
         assert_eq!(request.preset.as_deref(), Some("cpu-small"));
         assert_eq!(request.config.grpo.steps, 3);
         assert_eq!(request.config.seed, 11);
-        assert_eq!(request.config.sft.steps, 300, "from the preset");
-        assert_eq!(request.config.grpo.group_size, 8, "from the preset");
+        let text = std::fs::read_to_string(configs().join("cpu-small.toml")).unwrap();
+        let preset = TrainConfig::from_toml(&text).unwrap();
+        assert_eq!(request.config.sft, preset.sft, "from the preset");
+        assert_eq!(request.config.model, preset.model, "from the preset");
+        assert_eq!(request.config.grpo.group_size, preset.grpo.group_size);
     }
 
     #[test]
