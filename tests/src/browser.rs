@@ -4,6 +4,12 @@
 //! This is the cheapest reliable driver: no `WebDriver` server and no Node, only the browser.
 //! The page's numbers are read from the readout elements (`id="bandit-exact"`), whose
 //! `data-value` attribute holds the full-precision value.
+//!
+//! Every run passes `--enable-automation`, which sets `navigator.webdriver`: the page
+//! then keeps its event loop busy while GPU work is in flight, so the virtual-time
+//! budget does not run out while it awaits a readback. WebGPU itself is only exposed
+//! with [`Gpu::Webgpu`] (`--enable-unsafe-webgpu`; `SwiftShader` in this headless
+//! Chromium, even with `--disable-gpu`).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -35,6 +41,7 @@ fn run(args: &[String], url: &str) -> String {
             "--disable-component-update",
             "--disable-sync",
             "--hide-scrollbars",
+            "--enable-automation",
             "--virtual-time-budget=15000",
         ])
         .arg(format!("--user-data-dir={}", profile.display()))
@@ -68,9 +75,34 @@ fn run(args: &[String], url: &str) -> String {
 
 static COUNTER: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
+/// Whether the browser exposes WebGPU to the page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Gpu {
+    /// No WebGPU adapter (Chromium's default here).
+    Disabled,
+    /// `--enable-unsafe-webgpu`: an adapter (`SwiftShader`).
+    Webgpu,
+}
+
+impl Gpu {
+    fn flags(self) -> Vec<String> {
+        match self {
+            Gpu::Disabled => Vec::new(),
+            Gpu::Webgpu => vec!["--enable-unsafe-webgpu".to_owned()],
+        }
+    }
+}
+
 /// The DOM of `url` after its scripts ran.
 pub fn dump_dom(url: &str) -> String {
-    run(&["--dump-dom".to_owned()], url)
+    dump_dom_with(url, Gpu::Disabled)
+}
+
+/// The DOM of `url` after its scripts ran, with or without WebGPU.
+pub fn dump_dom_with(url: &str, gpu: Gpu) -> String {
+    let mut args = gpu.flags();
+    args.push("--dump-dom".to_owned());
+    run(&args, url)
 }
 
 /// Saves a PNG screenshot of `url` at `width` × `height` CSS pixels.

@@ -1,11 +1,19 @@
 //! The compute explorer: pick a computation, edit its JSON request, read the response.
 //!
-//! It calls `arlbook_core::api::compute` in the page, so the answer is the same one
-//! `arlbook compute <name>` prints for the same request.
+//! It calls the core in the page, on the same path as the figures (WebGPU for entries
+//! with a kernel when it is ready), so the answer is the one `arlbook compute <name>`
+//! prints for the same request, up to the GPU's `f32` rounding.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
 
 use arlbook_core::api;
+use arlbook_core::error::FieldError;
 use leptos::prelude::*;
 use serde_json::Value;
+
+use super::gpu::{Backend, evaluate_on};
+use crate::compute::Answers;
 
 /// Runs the request text through the core and formats the response (or the error).
 fn evaluate(name: &str, request_text: &str) -> (bool, String) {
@@ -34,7 +42,30 @@ pub fn ComputeExplorer() -> impl IntoView {
     let first = api::ENTRIES.first().map_or("", |e| e.name);
     let (name, set_name) = signal(first.to_owned());
     let (request, set_request) = signal(example_text(first));
-    let outcome = Memo::new(move |_| evaluate(&name.get(), &request.get()));
+    let outcome = RwSignal::new((true, String::new()));
+    let badge = RwSignal::new(String::new());
+    let backend = use_context::<Backend>().unwrap_or_else(Backend::cpu_only);
+    let answers = Rc::new(RefCell::new(Answers::default()));
+    let generation = Rc::new(Cell::new(0_u64));
+    Effect::new(move |_| {
+        let (name, text) = (name.get(), request.get());
+        let waiting = !evaluate_on(
+            backend.plan(),
+            &answers,
+            &generation,
+            move || Ok::<_, FieldError>(evaluate(&name, &text)),
+            move |evaluation, gpu| {
+                let adapter = gpu.map_or("", |g| g.name.as_str());
+                badge.set(evaluation.summary.label(adapter));
+                if let Ok(shown) = evaluation.result {
+                    outcome.set(shown);
+                }
+            },
+        );
+        if waiting {
+            badge.set("waiting for WebGPU".to_owned());
+        }
+    });
     let summary = move || {
         let current = name.get();
         api::ENTRIES
@@ -49,7 +80,7 @@ pub fn ComputeExplorer() -> impl IntoView {
             <p>
                 "Choose a computation, edit its request, and the response below is recomputed "
                 "on every keystroke. "
-                <span class="badge" id="explorer-backend">{crate::compute::backend().label()}</span>
+                <span class="badge" id="explorer-backend">{move || badge.get()}</span>
             </p>
             <label>
                 "Computation "

@@ -2,17 +2,23 @@
 //! readouts, the caption, and the export and sharing buttons.
 //!
 //! Moving a control updates the figure's [`State`] signal and the URL; one effect
-//! recomputes (through [`crate::compute`]), refreshes the readouts and redraws the
-//! canvas at the device pixel ratio.
+//! recomputes (through [`crate::compute`], on the path [`Backend::plan`] gives),
+//! refreshes the readouts and the badge and redraws the canvas at the device pixel
+//! ratio. Through WebGPU the result arrives later; the previous numbers stay until the
+//! whole new evaluation is done, and a result overtaken by a newer state is dropped.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
 
 use leptos::prelude::*;
 
 use super::browser;
+use super::gpu::{Backend, Gpu, evaluate_on};
 use crate::chapters;
-use crate::compute;
+use crate::compute::{Answers, Evaluation, Summary};
 use crate::figure::{
-    AnyFigure, Control, ControlKind, Readout, State, format_number, is_narrow, list_cells,
-    toggle_cell,
+    AnyFigure, Control, ControlKind, Evaluated, Meta, Readout, State, format_number, is_narrow,
+    list_cells, toggle_cell,
 };
 
 /// Width of the SVG export, in pixels (the default of `arlbook figure` too).
@@ -24,6 +30,53 @@ fn prefix(id: &str, embed: bool) -> String {
         String::new()
     } else {
         format!("{id}.")
+    }
+}
+
+/// The figure's backend badge.
+#[derive(Clone)]
+struct Badge {
+    label: String,
+    detail: String,
+    /// `gpu`, `cpu`, `mixed`, `none` or `waiting`.
+    kind: &'static str,
+}
+
+impl Badge {
+    fn waiting() -> Self {
+        Self {
+            label: "waiting for WebGPU".to_owned(),
+            detail: "?backend=gpu: the figure computes once WebGPU is ready".to_owned(),
+            kind: "waiting",
+        }
+    }
+
+    fn of(summary: &Summary, gpu: Option<&Gpu>) -> Self {
+        Self {
+            label: summary.label(gpu.map_or("", |g| g.name.as_str())),
+            detail: summary.detail(),
+            kind: summary.kind(),
+        }
+    }
+}
+
+/// Sizes the canvas for its CSS width and the device pixel ratio, and draws.
+fn draw(
+    evaluated: &dyn Evaluated,
+    canvas: &web_sys::HtmlCanvasElement,
+    meta: &'static Meta,
+    error: RwSignal<Option<String>>,
+) {
+    let dpr = window().device_pixel_ratio();
+    let css_width = f64::from(canvas.client_width().max(240));
+    let aspect = meta.aspect_at(css_width);
+    let css_height = (css_width * aspect).round();
+    let _ = canvas.set_attribute("style", &format!("aspect-ratio: 1 / {aspect}"));
+    canvas.set_width((css_width * dpr).round() as u32);
+    canvas.set_height((css_height * dpr).round() as u32);
+    match evaluated.draw_canvas(canvas.clone(), dpr, is_narrow(css_width)) {
+        Ok(()) => error.set(None),
+        Err(message) => error.set(Some(format!("drawing failed: {message}"))),
     }
 }
 
@@ -47,39 +100,60 @@ pub fn FigureFrame(figure: &'static dyn AnyFigure, embed: bool) -> impl IntoView
         resized.update(|n| *n = n.wrapping_add(1));
     });
 
+    let backend = use_context::<Backend>().unwrap_or_else(Backend::cpu_only);
+    let badge = RwSignal::new(Badge::waiting());
+    let answers = Rc::new(RefCell::new(Answers::default()));
+    let generation = Rc::new(Cell::new(0_u64));
+
     Effect::new(move |_| {
         let current = state.get();
         resized.track();
-        let Some(canvas) = canvas_ref.get() else {
+        let plan = backend.plan();
+        if canvas_ref.get().is_none() {
             return;
-        };
-        let started = browser::now_ms();
-        match figure.evaluate(&current) {
-            Ok(evaluated) => {
-                readouts.set(evaluated.readouts());
-                let dpr = window().device_pixel_ratio();
-                let css_width = f64::from(canvas.client_width().max(240));
-                let aspect = meta.aspect_at(css_width);
-                let css_height = (css_width * aspect).round();
-                let _ = canvas.set_attribute("style", &format!("aspect-ratio: 1 / {aspect}"));
-                canvas.set_width((css_width * dpr).round() as u32);
-                canvas.set_height((css_height * dpr).round() as u32);
-                match evaluated.draw_canvas(canvas, dpr, is_narrow(css_width)) {
-                    Ok(()) => error.set(None),
-                    Err(message) => error.set(Some(format!("drawing failed: {message}"))),
-                }
-            }
-            Err(err) => error.set(Some(format!("{}: {}", err.field, err.message))),
         }
-        redraw_ms.set(browser::now_ms() - started);
+        let started = browser::now_ms();
+        let show = move |evaluation: Evaluation<Box<dyn Evaluated>>, gpu: Option<&Gpu>| {
+            badge.set(Badge::of(&evaluation.summary, gpu));
+            match evaluation.result {
+                Ok(evaluated) => {
+                    readouts.set(evaluated.readouts());
+                    if let Some(canvas) = canvas_ref.get_untracked() {
+                        draw(&*evaluated, &canvas, meta, error);
+                    }
+                }
+                Err(err) => error.set(Some(format!("{}: {}", err.field, err.message))),
+            }
+            redraw_ms.set(browser::now_ms() - started);
+        };
+        let started_work = evaluate_on(
+            plan,
+            &answers,
+            &generation,
+            move || figure.evaluate(&current),
+            show,
+        );
+        if !started_work {
+            badge.set(Badge::waiting());
+        }
     });
 
     view! {
-        <figure class="figure" id=id data-redraw-ms=move || format!("{:.1}", redraw_ms.get())>
+        <figure
+            class="figure"
+            id=id
+            data-redraw-ms=move || format!("{:.1}", redraw_ms.get())
+            data-backend=move || badge.with(|b| b.kind)
+        >
             <header class="figure-head">
                 <h3>{meta.title}</h3>
-                <span class="badge" id=format!("{id}-backend") title="where the numbers were computed">
-                    {compute::backend().label()}
+                <span
+                    class="badge"
+                    id=format!("{id}-backend")
+                    data-backend=move || badge.with(|b| b.kind)
+                    title=move || badge.with(|b| b.detail.clone())
+                >
+                    {move || badge.with(|b| b.label.clone())}
                 </span>
             </header>
             <div class="controls">

@@ -10,15 +10,18 @@ use leptos::prelude::*;
 mod browser;
 mod explorer;
 mod frame;
+mod gpu;
 
 use crate::chapters::{self, Block, CHAPTERS, Chapter};
 use crate::mathml;
 use explorer::ComputeExplorer;
 use frame::FigureFrame;
+use gpu::Backend;
 
 /// The whole notebook page, chosen by the URL's path.
 #[component]
 pub fn App() -> impl IntoView {
+    provide_context(Backend::start());
     let path = browser::pathname();
     let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
     match parts.as_slice() {
@@ -53,7 +56,19 @@ fn Masthead() -> impl IntoView {
         <header class="masthead">
             <a class="home" href="/">"arlbook"</a>
             <span class="tagline">" · reinforcement learning for LLM agents, computed live"</span>
+            <BackendBadge/>
         </header>
+    }
+}
+
+/// Where the page computes: WebGPU with its adapter, or the CPU and why.
+#[component]
+fn BackendBadge() -> impl IntoView {
+    let backend = use_context::<Backend>().unwrap_or_else(Backend::cpu_only);
+    view! {
+        <span class="badge page-backend" id="backend-badge" title=move || backend.badge().1>
+            {move || backend.badge().0}
+        </span>
     }
 }
 
@@ -63,6 +78,7 @@ fn Contents() -> impl IntoView {
     view! {
         <header class="masthead title">
             <h1>"arlbook"</h1>
+            <BackendBadge/>
             <p class="tagline">
                 "A live notebook on reinforcement learning for LLM agents. Every number and "
                 "every figure is computed while you read, in this page, by the same Rust core "

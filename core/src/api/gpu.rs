@@ -19,16 +19,7 @@ use crate::error::{FieldError, Result};
 use crate::gpu::{self, GpuContext, GpuError};
 use crate::math::{advantage, policy_loss as loss_math};
 
-/// The entries that have a GPU kernel.
-pub const GPU_ENTRIES: &[&str] = &[
-    bandit_gradient::BanditGradient::NAME,
-    importance_sampling::ImportanceSampling::NAME,
-    clip_surrogate::ClipSurrogate::NAME,
-    group_advantages::GroupAdvantagesEntry::NAME,
-    policy_loss::PolicyLossEntry::NAME,
-    mixed_group::MixedGroup::NAME,
-    lag_filter::LagFilter::NAME,
-];
+pub use super::GPU_ENTRIES;
 
 /// Which path produced a response.
 #[derive(Debug, Clone, PartialEq, Eq)]

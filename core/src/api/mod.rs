@@ -30,6 +30,19 @@ pub mod distill;
 pub mod gae;
 #[cfg(feature = "gpu")]
 pub mod gpu;
+
+/// The entries that have a GPU kernel: with feature `gpu`, [`gpu`] runs them through
+/// WGSL; every other entry always computes on the CPU. Known without the feature, so a
+/// caller can say where a request will run before it has a device.
+pub const GPU_ENTRIES: &[&str] = &[
+    bandit_gradient::BanditGradient::NAME,
+    importance_sampling::ImportanceSampling::NAME,
+    clip_surrogate::ClipSurrogate::NAME,
+    group_advantages::GroupAdvantagesEntry::NAME,
+    policy_loss::PolicyLossEntry::NAME,
+    mixed_group::MixedGroup::NAME,
+    lag_filter::LagFilter::NAME,
+];
 pub mod group_advantages;
 pub mod importance_sampling;
 pub mod kl;

@@ -9,11 +9,13 @@
 //! One test, one server, checks run in order and failures collected, so a single run
 //! reports every broken number at once.
 
+use std::cell::RefCell;
 use std::path::PathBuf;
 
 use arlbook_app::chapters::{Block, CHAPTERS, FIGURES};
-use arlbook_app::figure::State;
-use arlbook_tests::browser;
+use arlbook_app::compute::{Answers, evaluate_on_cpu};
+use arlbook_app::figure::{AnyFigure, State};
+use arlbook_tests::browser::{self, Gpu};
 use arlbook_tests::cli::{Arlbook, workspace_root};
 use arlbook_tests::http::Server;
 
@@ -41,7 +43,11 @@ struct Checks {
 
 impl Checks {
     fn load(&self, path: &str) -> String {
-        let dom = browser::dump_dom(&format!("{}{path}", self.base));
+        self.load_with(path, Gpu::Disabled)
+    }
+
+    fn load_with(&self, path: &str, gpu: Gpu) -> String {
+        let dom = browser::dump_dom_with(&format!("{}{path}", self.base), gpu);
         assert!(
             dom.contains("<body"),
             "chromium returned no page for {path}: {dom:.200}"
@@ -84,6 +90,7 @@ fn notebook_in_headless_chromium() {
     explorer_computes(&mut checks);
     embed_state_is_restored(&mut checks);
     page_numbers_match_the_native_computation(&mut checks);
+    webgpu_matches_the_cpu(&mut checks);
     chapters_load_with_their_figures(&mut checks);
     assert!(
         checks.failures.is_empty(),
@@ -214,12 +221,106 @@ fn page_numbers_match_the_native_computation(checks: &mut Checks) {
             let tolerance = 1e-6 * readout.value.abs().max(1.0);
             checks.number(&path, &dom, &readout.id, readout.value, tolerance);
         }
-        let badge = browser::text(&dom, &format!("{}-backend", meta.id));
-        if badge.as_deref() != Some("CPU") {
+        // No WebGPU in this run: the CPU, and (once the probe failed) not "starting".
+        let badge = browser::text(&dom, &format!("{}-backend", meta.id)).unwrap_or_default();
+        if !badge.starts_with("CPU") || badge.contains("starting") {
             checks
                 .failures
                 .push(format!("{path}: backend badge is {badge:?}"));
         }
+    }
+}
+
+/// Whether the figure at its defaults asks for an entry with a GPU kernel: the CPU
+/// evaluation gives such entries the reason passed in, and the others `no GPU kernel`.
+fn uses_a_kernel(figure: &dyn AnyFigure) -> bool {
+    let meta = figure.meta();
+    let answers = RefCell::new(Answers::default());
+    let evaluation = evaluate_on_cpu("probe", &answers, || {
+        figure.evaluate(&State::defaults(meta.controls))
+    });
+    evaluation.summary.cpu_reasons.iter().any(|r| r == "probe")
+}
+
+/// With WebGPU exposed (`SwiftShader`), each figure that has a kernel is opened with
+/// `?backend=gpu` and with `?backend=cpu`: the badges say which path ran and every
+/// readout agrees.
+///
+/// Tolerance, as in the core's conformance suite (`core/tests/gpu_conformance.rs`):
+/// `|gpu - cpu| <= 1e-4 |cpu| + 1e-5 S`, with `S` the largest magnitude among the
+/// figure's readouts. Monte Carlo kernels draw the same Philox words as the CPU and
+/// return integer counts, so their readouts agree far closer (`f64` rounding); the
+/// `f32` kernels (clip surrogate, group advantages, policy loss) use the bound. The
+/// policy-lag simulation keeps event times in `f32` on the GPU, so a rare replicate
+/// can order two events differently: its readouts are compared within Monte Carlo
+/// error instead (`0.05` relative).
+fn webgpu_matches_the_cpu(checks: &mut Checks) {
+    for figure in FIGURES {
+        let meta = figure.meta();
+        if !uses_a_kernel(*figure) {
+            continue;
+        }
+        let cpu_path = format!("/embed/{}?backend=cpu", meta.id);
+        let gpu_path = format!("/embed/{}?backend=gpu", meta.id);
+        let cpu = checks.load_with(&cpu_path, Gpu::Webgpu);
+        let gpu = checks.load_with(&gpu_path, Gpu::Webgpu);
+        checks.no_error(&cpu_path, &cpu, meta.id);
+        checks.no_error(&gpu_path, &gpu, meta.id);
+        let badge_id = format!("{}-backend", meta.id);
+        let cpu_badge = browser::text(&cpu, &badge_id).unwrap_or_default();
+        if !cpu_badge.starts_with("CPU (?backend=cpu") {
+            checks
+                .failures
+                .push(format!("{cpu_path}: backend badge is {cpu_badge:?}"));
+        }
+        let gpu_badge = browser::text(&gpu, &badge_id).unwrap_or_default();
+        let gpu_kind = browser::attribute(&gpu, &badge_id, "data-backend").unwrap_or_default();
+        if !gpu_badge.starts_with("WebGPU (") || !matches!(gpu_kind.as_str(), "gpu" | "mixed") {
+            checks.failures.push(format!(
+                "{gpu_path}: backend badge is {gpu_badge:?} ({gpu_kind})"
+            ));
+        }
+        let native = figure
+            .evaluate(&State::defaults(meta.controls))
+            .unwrap_or_else(|e| panic!("{}: {}", meta.id, e.message));
+        let ids: Vec<String> = native.readouts().into_iter().map(|r| r.id).collect();
+        let on_cpu: Vec<Option<f64>> = ids.iter().map(|id| browser::readout(&cpu, id)).collect();
+        let scale = on_cpu.iter().flatten().fold(0.0_f64, |m, v| m.max(v.abs()));
+        let mut worst = 0.0_f64;
+        for (id, c) in ids.iter().zip(&on_cpu) {
+            let (Some(c), Some(g)) = (*c, browser::readout(&gpu, id)) else {
+                checks
+                    .failures
+                    .push(format!("{gpu_path}: readout {id} missing on one path"));
+                continue;
+            };
+            let tolerance = if meta.id == "lag" {
+                0.05 * c.abs().max(1e-3 * scale)
+            } else {
+                1e-4 * c.abs() + 1e-5 * scale
+            };
+            worst = worst.max((g - c).abs() / tolerance);
+            if (g - c).abs() > tolerance {
+                checks.failures.push(format!(
+                    "{gpu_path}: {id} = {g} on WebGPU, {c} on the CPU (tolerance {tolerance:e})"
+                ));
+            }
+        }
+        eprintln!(
+            "webgpu vs cpu: {:<18} {gpu_badge}: {} readouts, largest difference {worst:.1e} of its tolerance",
+            meta.id,
+            ids.len()
+        );
+    }
+    // `auto` (no query) picks WebGPU when there is an adapter, and the page header says so.
+    let path = "/chapter/grpo";
+    let dom = checks.load_with(path, Gpu::Webgpu);
+    let header = browser::text(&dom, "backend-badge").unwrap_or_default();
+    let figure = browser::text(&dom, "reductions-backend").unwrap_or_default();
+    if !header.starts_with("WebGPU (") || !figure.starts_with("WebGPU (") {
+        checks.failures.push(format!(
+            "{path}: with WebGPU the header says {header:?} and the reductions figure {figure:?}"
+        ));
     }
 }
 

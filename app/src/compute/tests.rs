@@ -1,0 +1,307 @@
+use std::cell::Cell;
+
+use serde_json::json;
+
+use super::*;
+
+#[test]
+fn compute_reaches_the_core() {
+    let response = compute(
+        "bandit-gradient",
+        json!({"p": 0.5, "q": [0.75, 0.35], "estimates": 0}),
+    )
+    .unwrap();
+    assert!((number(&response, "exact").unwrap() - 0.1).abs() < 1e-12);
+}
+
+#[test]
+fn missing_numbers_are_errors() {
+    let value = json!({"a": [1.0, "x"]});
+    assert!(number(&value, "b").is_err());
+    assert!(numbers(&value, "a").is_err());
+    assert!(ragged(&value, "a").is_err());
+}
+
+#[test]
+fn backend_choice_is_read_from_the_query() {
+    let pairs = |v: &str| {
+        vec![
+            ("p".to_owned(), "0.5".to_owned()),
+            ("backend".to_owned(), v.to_owned()),
+        ]
+    };
+    assert_eq!(Choice::from_pairs(&pairs("cpu")), Choice::Cpu);
+    assert_eq!(Choice::from_pairs(&pairs("GPU")), Choice::Gpu);
+    assert_eq!(Choice::from_pairs(&pairs("auto")), Choice::Auto);
+    assert_eq!(Choice::from_pairs(&pairs("quantum")), Choice::Auto);
+    assert_eq!(Choice::from_pairs(&[]), Choice::Auto);
+}
+
+/// Answers with the CPU reference, labelled GPU, after `delay` polls; counts starts.
+struct FakeGpu {
+    delay: usize,
+    starts: Cell<usize>,
+}
+
+struct Delayed {
+    left: usize,
+    answer: Option<Result<Answer, FieldError>>,
+}
+
+impl Future for Delayed {
+    type Output = Result<Answer, FieldError>;
+    fn poll(mut self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Self::Output> {
+        if self.left == 0 {
+            Poll::Ready(self.answer.take().expect("polled after ready"))
+        } else {
+            self.left -= 1;
+            Poll::Pending
+        }
+    }
+}
+
+impl Accelerator for FakeGpu {
+    fn start(&self, name: &str, request: Value) -> Pending {
+        assert!(api::GPU_ENTRIES.contains(&name), "{name} has no kernel");
+        self.starts.set(self.starts.get() + 1);
+        let answer = api::compute(name, request).map(|response| Answer {
+            response,
+            path: Path::Gpu,
+        });
+        Box::pin(Delayed {
+            left: self.delay,
+            answer: Some(answer),
+        })
+    }
+}
+
+/// Polls to completion; the fakes never need a real waker.
+fn block_on<F: Future>(future: F) -> F::Output {
+    let mut future = std::pin::pin!(future);
+    loop {
+        if let Poll::Ready(value) = future
+            .as_mut()
+            .poll(&mut Context::from_waker(Waker::noop()))
+        {
+            return value;
+        }
+    }
+}
+
+/// A figure asking two kernel entries and one without a kernel; counts its runs.
+fn figure(runs: &Cell<usize>, p: f64) -> Result<(f64, f64, f64), FieldError> {
+    runs.set(runs.get() + 1);
+    let exact = compute(
+        "bandit-gradient",
+        json!({"p": p, "q": [0.75, 0.35], "estimates": 0}),
+    )?;
+    let mixed = compute("mixed-group", json!({"p": p, "group_size": 4}))?;
+    let se = compute("binomial-se", json!({"p": p, "n": 100}))?;
+    Ok((
+        number(&exact, "exact")?,
+        number(&mixed, "probability")?,
+        number(&se, "se")?,
+    ))
+}
+
+fn fake(delay: usize) -> Rc<FakeGpu> {
+    Rc::new(FakeGpu {
+        delay,
+        starts: Cell::new(0),
+    })
+}
+
+#[test]
+fn pending_answers_are_awaited_and_the_figure_replayed() {
+    let gpu = fake(2);
+    let answers = RefCell::new(Answers::default());
+    let runs = Cell::new(0);
+    let accelerator: Rc<dyn Accelerator> = gpu.clone();
+    let evaluation = block_on(evaluate(
+        Some(accelerator),
+        "unused",
+        &answers,
+        || figure(&runs, 0.5),
+        || true,
+    ))
+    .unwrap();
+    let cpu = figure(&Cell::new(0), 0.5).unwrap();
+    assert_eq!(evaluation.result.unwrap(), cpu);
+    // Two kernel entries, each pending once: three runs, two starts.
+    assert_eq!(runs.get(), 3);
+    assert_eq!(gpu.starts.get(), 2);
+    assert_eq!(evaluation.summary.gpu, 2);
+    assert_eq!(evaluation.summary.cpu, 1);
+    assert_eq!(evaluation.summary.cpu_reasons, vec![NO_KERNEL.to_owned()]);
+    assert_eq!(evaluation.summary.kind(), "mixed");
+    assert_eq!(answers.borrow().len(), 3);
+}
+
+#[test]
+fn kept_answers_make_a_repeat_evaluation_start_nothing() {
+    let gpu = fake(1);
+    let answers = RefCell::new(Answers::default());
+    let runs = Cell::new(0);
+    for _ in 0..2 {
+        let accelerator: Rc<dyn Accelerator> = gpu.clone();
+        block_on(evaluate(
+            Some(accelerator),
+            "",
+            &answers,
+            || figure(&runs, 0.3),
+            || true,
+        ))
+        .unwrap()
+        .result
+        .unwrap();
+    }
+    assert_eq!(
+        gpu.starts.get(),
+        2,
+        "the second evaluation reused both answers"
+    );
+    assert_eq!(runs.get(), 3 + 1);
+    // A new state keeps nothing it does not ask for.
+    let accelerator: Rc<dyn Accelerator> = gpu.clone();
+    block_on(evaluate(
+        Some(accelerator),
+        "",
+        &answers,
+        || figure(&runs, 0.4),
+        || true,
+    ))
+    .unwrap();
+    assert_eq!(gpu.starts.get(), 4);
+    assert_eq!(answers.borrow().len(), 3);
+}
+
+#[test]
+fn answers_ready_at_once_need_no_replay() {
+    let gpu = fake(0);
+    let answers = RefCell::new(Answers::default());
+    let runs = Cell::new(0);
+    let accelerator: Rc<dyn Accelerator> = gpu;
+    let evaluation = block_on(evaluate(
+        Some(accelerator),
+        "",
+        &answers,
+        || figure(&runs, 0.5),
+        || true,
+    ))
+    .unwrap();
+    assert_eq!(runs.get(), 1);
+    assert_eq!(evaluation.summary.gpu, 2);
+}
+
+#[test]
+fn a_stale_evaluation_stops_after_its_await() {
+    let answers = RefCell::new(Answers::default());
+    let runs = Cell::new(0);
+    let accelerator: Rc<dyn Accelerator> = fake(1);
+    let evaluation = block_on(evaluate(
+        Some(accelerator),
+        "",
+        &answers,
+        || figure(&runs, 0.5),
+        || false,
+    ));
+    assert!(evaluation.is_none());
+    assert_eq!(runs.get(), 1);
+    assert_eq!(
+        answers.borrow().len(),
+        1,
+        "what it learnt is kept for the next one"
+    );
+}
+
+#[test]
+fn without_an_accelerator_everything_runs_on_the_cpu_with_its_reason() {
+    let answers = RefCell::new(Answers::default());
+    let runs = Cell::new(0);
+    let evaluation = evaluate_on_cpu("no WebGPU", &answers, || figure(&runs, 0.5));
+    assert_eq!(runs.get(), 1);
+    assert_eq!(evaluation.summary.gpu, 0);
+    assert_eq!(evaluation.summary.cpu, 3);
+    assert_eq!(
+        evaluation.summary.cpu_reasons,
+        vec!["no WebGPU".to_owned(), NO_KERNEL.to_owned()]
+    );
+    assert_eq!(
+        evaluation.summary.label("x"),
+        "CPU (no WebGPU; no GPU kernel)"
+    );
+    // Outside the session, compute is plain CPU again.
+    assert!(SESSION.with(|s| s.borrow().is_none()));
+}
+
+#[test]
+fn a_change_of_path_discards_kept_answers() {
+    let answers = RefCell::new(Answers::default());
+    let runs = Cell::new(0);
+    evaluate_on_cpu("WebGPU starting", &answers, || figure(&runs, 0.5));
+    let accelerator: Rc<dyn Accelerator> = fake(0);
+    let evaluation = block_on(evaluate(
+        Some(accelerator),
+        "",
+        &answers,
+        || figure(&runs, 0.5),
+        || true,
+    ))
+    .unwrap();
+    assert_eq!(
+        evaluation.summary.gpu, 2,
+        "no CPU answer was reused on the GPU path"
+    );
+    let evaluation = evaluate_on_cpu("no WebGPU", &answers, || figure(&runs, 0.5));
+    assert_eq!(evaluation.summary.cpu_reasons[0], "no WebGPU");
+}
+
+#[test]
+fn a_rejected_request_is_the_figures_error_on_both_paths() {
+    let bad = || compute("mixed-group", json!({"p": 1.5, "group_size": 4}));
+    let answers = RefCell::new(Answers::default());
+    let on_cpu = evaluate_on_cpu("", &answers, bad).result.unwrap_err();
+    let accelerator: Rc<dyn Accelerator> = fake(1);
+    let on_gpu = block_on(evaluate(Some(accelerator), "", &answers, bad, || true))
+        .unwrap()
+        .result
+        .unwrap_err();
+    assert_eq!(on_cpu, on_gpu);
+    assert!(!is_pending(&on_gpu));
+}
+
+#[test]
+fn a_figure_that_ignores_the_pending_stop_still_gets_every_answer() {
+    let answers = RefCell::new(Answers::default());
+    let gpu = fake(1);
+    let accelerator: Rc<dyn Accelerator> = gpu.clone();
+    let evaluation = block_on(evaluate(
+        Some(accelerator),
+        "",
+        &answers,
+        || {
+            let a = compute("mixed-group", json!({"p": 0.5, "group_size": 4}));
+            let b = compute("mixed-group", json!({"p": 0.5, "group_size": 8}));
+            Ok((number(&a?, "probability")?, number(&b?, "probability")?))
+        },
+        || true,
+    ))
+    .unwrap();
+    let (a, b) = evaluation.result.unwrap();
+    assert!((a - 0.875).abs() < 1e-12);
+    assert!((b - (1.0 - 2.0 * 0.5_f64.powi(8))).abs() < 1e-12);
+    assert_eq!(gpu.starts.get(), 2);
+}
+
+#[test]
+fn badge_labels_say_where_the_numbers_came_from() {
+    let mut summary = Summary::default();
+    assert_eq!(summary.label("a"), "CPU");
+    assert_eq!(summary.kind(), "none");
+    summary.add(&Path::Gpu);
+    assert_eq!(summary.label("SwiftShader"), "WebGPU (SwiftShader)");
+    assert_eq!(summary.kind(), "gpu");
+    summary.add(&Path::Cpu(NO_KERNEL.to_owned()));
+    assert_eq!(summary.label("SwiftShader"), "WebGPU (SwiftShader) + CPU");
+    assert!(summary.detail().contains("no GPU kernel"));
+}
