@@ -8,6 +8,7 @@ use clap::{Parser, Subcommand};
 mod compute_cmd;
 mod env_cmd;
 mod figure_cmd;
+mod jobs;
 mod output;
 mod serve;
 mod train;

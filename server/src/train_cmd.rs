@@ -35,6 +35,23 @@ pub struct TrainArgs {
     /// Override the config's backend: auto, cpu or gpu.
     #[arg(long)]
     pub backend: Option<BackendChoice>,
+    /// Exit as soon as standard input closes. `arlbook serve` runs its jobs this way,
+    /// so a server that dies (even by SIGKILL) takes its training processes with it
+    /// and a restarted server never has two writers in one job folder.
+    #[arg(long, hide = true)]
+    pub exit_on_stdin_eof: bool,
+}
+
+/// Ends the process when standard input reaches end-of-file (the parent is gone).
+fn exit_when_stdin_closes() {
+    std::thread::spawn(|| {
+        let mut sink = [0_u8; 64];
+        let mut stdin = std::io::stdin().lock();
+        // Anything the parent writes is ignored; only the end of the stream matters.
+        while matches!(std::io::Read::read(&mut stdin, &mut sink), Ok(n) if n > 0) {}
+        eprintln!("standard input closed: the server is gone, stopping");
+        std::process::exit(3);
+    });
 }
 
 impl clap::ValueEnum for BackendChoice {
@@ -52,6 +69,9 @@ impl clap::ValueEnum for BackendChoice {
 
 /// Runs `arlbook train`.
 pub fn run_train(args: &TrainArgs) -> Result<ExitCode> {
+    if args.exit_on_stdin_eof {
+        exit_when_stdin_closes();
+    }
     let mut trainer = if args.resume {
         let folder = checkpoint::latest(&args.out)?
             .with_context(|| format!("--resume: {} holds no checkpoint", args.out.display()))?;

@@ -2,6 +2,7 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::Duration;
 
@@ -63,11 +64,29 @@ impl Server {
         Self::spawn(arlbook, web, &data, vec![data.clone()])
     }
 
-    fn spawn(
+    /// Starts `arlbook serve` on a loopback port with a scratch web folder holding
+    /// `index_html`, the data folder `data` (kept on drop, so a second server can
+    /// open it) and `extra` arguments.
+    ///
+    /// # Panics
+    /// If the server does not start or print its URL.
+    pub fn start_with(arlbook: &Arlbook, index_html: &str, data: &Path, extra: &[&str]) -> Self {
+        let web = data.with_extension("web");
+        std::fs::create_dir_all(&web).expect("creating the scratch web folder");
+        std::fs::write(web.join("index.html"), index_html).expect("writing index.html");
+        Self::spawn_with(arlbook, &web, data, vec![web.clone()], extra)
+    }
+
+    fn spawn(arlbook: &Arlbook, web: &Path, data: &Path, scratch: Vec<PathBuf>) -> Self {
+        Self::spawn_with(arlbook, web, data, scratch, &[])
+    }
+
+    fn spawn_with(
         arlbook: &Arlbook,
-        web: &std::path::Path,
-        data: &std::path::Path,
-        scratch: Vec<std::path::PathBuf>,
+        web: &Path,
+        data: &Path,
+        scratch: Vec<PathBuf>,
+        extra: &[&str],
     ) -> Self {
         let mut child = arlbook
             .command()
@@ -75,6 +94,7 @@ impl Server {
             .arg(web)
             .arg("--data")
             .arg(data)
+            .args(extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -95,17 +115,48 @@ impl Server {
         }
     }
 
+    /// The server process's id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Kills the server with SIGKILL (no chance to clean up) and waits for it.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
     /// Sends one request and returns (status, body).
     ///
     /// # Panics
     /// On a socket error or a malformed response.
     pub fn request(&self, method: &str, path: &str, body: &[u8]) -> (u16, String) {
+        self.request_with(method, path, &[], body)
+    }
+
+    /// Sends one request with extra `headers` and returns (status, body).
+    ///
+    /// # Panics
+    /// On a socket error or a malformed response.
+    pub fn request_with(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> (u16, String) {
         let mut stream = TcpStream::connect(&self.addr).expect("connecting to the server");
         stream
             .set_read_timeout(Some(Duration::from_secs(60)))
             .expect("setting a read timeout");
+        let mut extra = String::new();
+        for (name, value) in headers {
+            for part in [name, ": ", value, "\r\n"] {
+                extra.push_str(part);
+            }
+        }
         let head = format!(
-            "{method} {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n{extra}Connection: close\r\n\r\n",
             self.addr,
             body.len()
         );

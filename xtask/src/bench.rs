@@ -23,7 +23,8 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         Some("core") | None => bench_core(),
         Some("gpu") => bench_gpu(),
         Some("train") => crate::bench_train::run(),
-        Some(other) => bail!("unknown bench suite `{other}` (available: core, gpu, train)"),
+        Some("server") => crate::bench_server::run_bench(),
+        Some(other) => bail!("unknown bench suite `{other}` (available: core, gpu, train, server)"),
     }
 }
 

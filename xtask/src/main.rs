@@ -7,6 +7,7 @@
 use std::process::ExitCode;
 
 mod bench;
+mod bench_server;
 mod bench_train;
 mod cmd;
 mod e2e;
@@ -29,6 +30,7 @@ tasks:
   bench core      CPU core vs numpy, side by side, with ratios
   bench gpu       every WGSL kernel vs its CPU reference, at three sizes
   bench train     the trainer's GRPO workload vs the same model in PyTorch (CPU)
+  bench server    requests/s and p50/p99 latency of a compute call, N keep-alive clients
 ";
 
 fn main() -> ExitCode {

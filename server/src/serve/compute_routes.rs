@@ -8,9 +8,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-fn error_response(status: StatusCode, err: &FieldError) -> Response {
-    (status, Json(json!({ "error": err }))).into_response()
-}
+use super::error_response;
 
 fn known(name: &str) -> bool {
     api::ENTRIES.iter().any(|e| e.name == name)

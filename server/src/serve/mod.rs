@@ -1,32 +1,53 @@
-//! `arlbook serve`: the notebook's static files and the compute API over HTTP.
+//! `arlbook serve`: the notebook's static files, the compute API and the training-job
+//! API over HTTP.
 //!
-//! Routes:
+//! Routes (all described in `GET /api/openapi.json`):
 //! - `GET /api/health`: liveness and version.
-//! - `GET /api/compute`: the computations, with a one-line summary each.
-//! - `GET /api/compute/{name}/example`: an example request.
-//! - `POST /api/compute/{name}`: one computation; a rejected input answers 422 with
-//!   `{"error": {"field", "message"}}`, an unknown name 404.
-//! - everything else: the built notebook from `--web DIR` (default `web/dist`).
+//! - `GET /api/compute`, `GET /api/compute/{name}/example`, `POST /api/compute/{name}`:
+//!   the compute API; a rejected input answers 422 with `{"error": {"field", "message"}}`.
+//! - `POST /api/jobs`, `GET /api/jobs`, `GET /api/jobs/{id}`, `DELETE /api/jobs/{id}`,
+//!   `GET /api/jobs/{id}/metrics` (server-sent events): training jobs (see [`crate::jobs`]).
+//! - any other `/api/...` path: a JSON 404.
+//! - everything else: the built notebook from `--web DIR` (default `web/dist`), with
+//!   `index.html` for unknown paths; `ServeDir` refuses paths that leave the folder.
 //!
-//! Loopback by default: binding another address needs `--allow-remote`. Request bodies
-//! are capped ([`MAX_BODY_BYTES`]) and every request has a deadline ([`REQUEST_TIMEOUT`]).
+//! Loopback by default: binding another address needs `--allow-remote`, and then the
+//! job-changing routes need a bearer token (`--token`, or one generated and printed).
+//! Request bodies are capped ([`MAX_BODY_BYTES`], [`MAX_JOB_BODY_BYTES`] for jobs),
+//! every request has a deadline ([`REQUEST_TIMEOUT`]), every error is JSON, and a
+//! panic in a handler answers 500 instead of reaching the client as a closed socket.
 
 use crate::output::outln;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
+use arlbook_core::FieldError;
+use axum::Json;
 use axum::Router;
-use axum::routing::{get, post};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{any, get, post};
 use clap::Args;
+use serde_json::json;
+use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::services::{ServeDir, ServeFile};
 
+use crate::jobs::routes::{self as job_routes, JobsState};
+use crate::jobs::{openapi, runner::Runner};
+
 mod compute_routes;
+pub mod hardening;
 
 /// The largest accepted request body.
 pub const MAX_BODY_BYTES: usize = 1 << 20;
-/// How long one request may take before it is answered 408.
+/// The largest accepted job request (a training config is a few hundred bytes).
+pub const MAX_JOB_BODY_BYTES: usize = 64 << 10;
+/// How long one request may take before it is answered 408 (a metrics stream only
+/// needs its headers within this time).
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Arguments of `arlbook serve`.
@@ -41,31 +62,138 @@ pub struct ServeArgs {
     /// Directory of the built notebook (index.html, the wasm bundle).
     #[arg(long, default_value = "web/dist")]
     pub web: PathBuf,
-    /// Directory for jobs, checkpoints and metrics.
+    /// Directory for the job database, and each job's config, metrics and checkpoints.
     #[arg(long, default_value = "data")]
     pub data: PathBuf,
+    /// Directory of the training presets (`POST /api/jobs` with `{"preset": NAME}`
+    /// reads `NAME.toml` there).
+    #[arg(long, default_value = "configs")]
+    pub configs: PathBuf,
+    /// Training jobs that run at the same time; the rest wait in order.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub max_jobs: u16,
+    /// Bearer token for POST and DELETE /api/jobs. Required whenever the server listens
+    /// beyond loopback (one is generated and printed if not given); on loopback it is
+    /// only checked when given.
+    #[arg(long)]
+    pub token: Option<String>,
 }
 
-/// The application's routes (without the listener), for tests and for `run`.
-pub fn router(web_dir: &std::path::Path) -> Router {
+/// `{"error": {"field", "message"}}` with `status`.
+pub fn error_response(status: StatusCode, err: &FieldError) -> Response {
+    (status, Json(json!({ "error": err }))).into_response()
+}
+
+async fn api_not_found() -> Response {
+    error_response(
+        StatusCode::NOT_FOUND,
+        &FieldError::new(
+            "(path)",
+            "no such API route; GET /api/openapi.json lists them",
+        ),
+    )
+}
+
+async fn openapi_document() -> Json<serde_json::Value> {
+    Json(openapi::document())
+}
+
+/// The application's routes (without the listener).
+pub fn router(web_dir: &Path, jobs: JobsState, token: hardening::Token) -> Router {
     let index = web_dir.join("index.html");
     let static_files = ServeDir::new(web_dir).not_found_service(ServeFile::new(index));
+    let job_api = Router::new()
+        .route("/api/jobs", get(job_routes::list).post(job_routes::submit))
+        .route(
+            "/api/jobs/{id}",
+            get(job_routes::get).delete(job_routes::cancel),
+        )
+        .route("/api/jobs/{id}/metrics", get(job_routes::metrics))
+        .layer(axum::middleware::from_fn_with_state(
+            token,
+            hardening::require_token,
+        ))
+        .layer(RequestBodyLimitLayer::new(MAX_JOB_BODY_BYTES))
+        .with_state(jobs);
     Router::new()
         .route("/api/health", get(compute_routes::health))
+        .route("/api/openapi.json", get(openapi_document))
         .route("/api/compute", get(compute_routes::list))
         .route("/api/compute/{name}/example", get(compute_routes::example))
         .route("/api/compute/{name}", post(compute_routes::compute))
+        .route("/api/{*rest}", any(api_not_found))
+        .merge(job_api)
         .fallback_service(static_files)
-        .layer(tower_http::limit::RequestBodyLimitLayer::new(
-            MAX_BODY_BYTES,
-        ))
+        .layer(RequestBodyLimitLayer::new(MAX_BODY_BYTES))
         .layer(tower_http::timeout::TimeoutLayer::with_status_code(
-            axum::http::StatusCode::REQUEST_TIMEOUT,
+            StatusCode::REQUEST_TIMEOUT,
             REQUEST_TIMEOUT,
         ))
+        .layer(axum::middleware::from_fn(hardening::json_errors))
+        .layer(CatchPanicLayer::custom(hardening::panic_response))
 }
 
-/// Starts the server and runs until Ctrl-C.
+/// A random token: 128 bits from the operating system, as hex.
+fn generate_token() -> anyhow::Result<String> {
+    use std::io::Read;
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut bytes = [0_u8; 16];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .context("reading /dev/urandom for a token (pass --token instead)")?;
+    let mut token = String::with_capacity(32);
+    for byte in bytes {
+        token.push(char::from(HEX[usize::from(byte >> 4)]));
+        token.push(char::from(HEX[usize::from(byte & 0xf)]));
+    }
+    Ok(token)
+}
+
+/// The token the job routes require: the given one, or a generated one when the
+/// server listens beyond loopback.
+fn resolve_token(args: &ServeArgs) -> anyhow::Result<hardening::Token> {
+    let token = match (&args.token, args.addr.ip().is_loopback()) {
+        (Some(token), _) if token.trim().is_empty() => anyhow::bail!("--token must not be empty"),
+        (Some(token), _) => Some(token.clone()),
+        (None, true) => None,
+        (None, false) => {
+            let token = generate_token()?;
+            eprintln!("job API token (send `Authorization: Bearer <token>`): {token}");
+            Some(token)
+        }
+    };
+    Ok(hardening::Token(token.map(Arc::from)))
+}
+
+/// Resolves when the process is asked to stop (Ctrl-C, or SIGTERM on Unix).
+async fn stop_signal() {
+    let interrupt = async {
+        // If the handler cannot be installed, serve until killed.
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    {
+        let terminate = async {
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(mut signal) => {
+                    signal.recv().await;
+                }
+                Err(_) => std::future::pending::<()>().await,
+            }
+        };
+        tokio::select! {
+            () = interrupt => {}
+            () = terminate => {}
+        }
+    }
+    #[cfg(not(unix))]
+    interrupt.await;
+}
+
+/// Starts the server and runs until Ctrl-C or SIGTERM; then the training processes
+/// are stopped and their jobs left interrupted, to resume at the next start.
 pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     if !args.addr.ip().is_loopback() && !args.allow_remote {
         anyhow::bail!(
@@ -85,26 +213,36 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
             args.web.display()
         );
     }
+    let token = resolve_token(args)?;
     std::fs::create_dir_all(&args.data)
         .with_context(|| format!("creating the data directory {}", args.data.display()))?;
+    let exe = std::env::current_exe().context("finding the arlbook binary to run jobs with")?;
+    let runner = Runner::open(&args.data, usize::from(args.max_jobs), exe)?;
+    let (shutdown_sender, shutdown) = tokio::sync::watch::channel(false);
+    let jobs = JobsState {
+        runner: Arc::clone(&runner),
+        configs: args.configs.clone(),
+        shutdown,
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    runtime.block_on(async {
+    let served = runtime.block_on(async {
         let listener = tokio::net::TcpListener::bind(args.addr)
             .await
             .with_context(|| format!("binding {}", args.addr))?;
         let local = listener.local_addr().context("reading the bound address")?;
         outln!("arlbook is serving the notebook at http://{local}/");
-        axum::serve(listener, router(&args.web))
-            .with_graceful_shutdown(async {
-                // If the signal handler cannot be installed, serve until killed.
-                if tokio::signal::ctrl_c().await.is_err() {
-                    std::future::pending::<()>().await;
-                }
+        axum::serve(listener, router(&args.web, jobs, token))
+            .with_graceful_shutdown(async move {
+                stop_signal().await;
+                // Ends the metrics streams so their connections can close.
+                let _ = shutdown_sender.send(true);
             })
             .await
             .context("serving HTTP")
-    })
+    });
+    runner.shutdown();
+    served
 }

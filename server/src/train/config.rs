@@ -310,6 +310,18 @@ impl TrainConfig {
             "must be at least harness.max_context_tokens",
         )?;
         require(m.context <= 8192, "model.context", "must be at most 8192")?;
+        self.validate_harness()?;
+        let s = &self.sft;
+        require(
+            s.batch_episodes >= 1,
+            "sft.batch_episodes",
+            "must be at least 1",
+        )?;
+        require(s.tasks >= 1, "sft.tasks", "must be at least 1")?;
+        self.validate_rest()
+    }
+
+    fn validate_harness(&self) -> Result<()> {
         let h = &self.harness;
         require(h.max_turns >= 1, "harness.max_turns", "must be at least 1")?;
         require(
@@ -331,14 +343,11 @@ impl TrainConfig {
             (0.0..=1.0).contains(&h.fault_probability),
             "harness.fault_probability",
             "must be in [0, 1]",
-        )?;
+        )
+    }
+
+    fn validate_rest(&self) -> Result<()> {
         let s = &self.sft;
-        require(
-            s.batch_episodes >= 1,
-            "sft.batch_episodes",
-            "must be at least 1",
-        )?;
-        require(s.tasks >= 1, "sft.tasks", "must be at least 1")?;
         positive_rate("sft.learning_rate", s.learning_rate)?;
         let g = &self.grpo;
         require(g.group_size >= 2, "grpo.group_size", "must be at least 2")?;
@@ -410,9 +419,51 @@ impl TrainConfig {
             "checkpoint_every",
             "must be at least 1",
         )?;
-        Ok(())
+        self.validate_sizes()
+    }
+
+    /// Upper bounds on counts: a typo such as `group_size = 1e9` is refused by name
+    /// instead of exhausting memory (or running for years) in a training process.
+    fn validate_sizes(&self) -> Result<()> {
+        let (s, g, h, v) = (&self.sft, &self.grpo, &self.harness, &self.validation);
+        for (value, field, most) in [
+            (s.steps, "sft.steps", MAX_STEPS),
+            (s.batch_episodes, "sft.batch_episodes", MAX_BATCH),
+            (s.tasks, "sft.tasks", MAX_TASKS),
+            (s.warmup_steps, "sft.warmup_steps", MAX_STEPS),
+            (g.steps, "grpo.steps", MAX_STEPS),
+            (g.tasks_per_batch, "grpo.tasks_per_batch", MAX_BATCH),
+            (g.group_size, "grpo.group_size", MAX_BATCH),
+            (g.epochs, "grpo.epochs", 100),
+            (g.microbatch_rows, "grpo.microbatch_rows", MAX_BATCH),
+            (g.ref_refresh_steps, "grpo.ref_refresh_steps", MAX_STEPS),
+            (g.max_refill_rounds, "grpo.max_refill_rounds", 100),
+            (g.warmup_steps, "grpo.warmup_steps", MAX_STEPS),
+            (h.max_turns, "harness.max_turns", 1000),
+            (h.max_new_tokens, "harness.max_new_tokens", 8192),
+            (h.max_malformed, "harness.max_malformed", 1000),
+            (self.checkpoint_every, "checkpoint_every", MAX_STEPS),
+            (v.every_steps, "validation.every_steps", MAX_STEPS),
+            (v.tasks, "validation.tasks", MAX_TASKS),
+        ] {
+            if value > most {
+                bail!("{field}: must be at most {most}");
+            }
+        }
+        require(
+            (1..=100_000_000).contains(&h.step_limit),
+            "harness.step_limit",
+            "must be in 1..=100000000",
+        )
     }
 }
+
+/// The most optimizer steps (or warm-up / refresh intervals) one stage may ask for.
+const MAX_STEPS: usize = 1_000_000;
+/// The most rows, groups or episodes in one batch.
+const MAX_BATCH: usize = 4096;
+/// The most distinct tasks a stage may draw from.
+const MAX_TASKS: usize = 10_000_000;
 
 fn positive_rate(field: &str, value: f64) -> Result<()> {
     require(
@@ -446,6 +497,10 @@ mod tests {
         assert!(err.to_string().contains("reduction"), "{err}");
         let err = TrainConfig::from_toml("[grpo]\neps_low = nan\n").unwrap_err();
         assert!(err.to_string().contains("grpo.eps_low"), "{err}");
+        let err = TrainConfig::from_toml("[grpo]\ngroup_size = 1000000000000\n").unwrap_err();
+        assert!(err.to_string().contains("grpo.group_size"), "{err}");
+        let err = TrainConfig::from_toml("[sft]\nsteps = 5000000\n").unwrap_err();
+        assert!(err.to_string().contains("sft.steps"), "{err}");
     }
 
     #[test]

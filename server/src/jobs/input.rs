@@ -1,0 +1,186 @@
+//! A job request: the fields of a training config as JSON (the TOML file's tables as
+//! objects), optionally `"preset": "<name>"` to start from `configs/<name>.toml` and
+//! override some of its fields. Every error names the field as the request wrote it.
+
+use std::path::Path;
+
+use arlbook_core::{FieldError, api};
+use serde_json::{Map, Value};
+
+use crate::train::config::TrainConfig;
+
+/// The longest accepted preset name.
+const MAX_PRESET_LEN: usize = 64;
+
+/// A validated job request.
+#[derive(Debug, Clone)]
+pub struct JobRequest {
+    /// The config the job trains with.
+    pub config: TrainConfig,
+    /// The preset it started from.
+    pub preset: Option<String>,
+}
+
+/// Parses and validates a request body against the presets in `configs`.
+pub fn parse(body: &[u8], configs: &Path) -> Result<JobRequest, FieldError> {
+    let value: Value = serde_json::from_slice(body)
+        .map_err(|e| FieldError::new("(request)", format!("not valid JSON: {e}")))?;
+    let Value::Object(mut fields) = value else {
+        return Err(FieldError::new(
+            "(request)",
+            "expected a JSON object with the fields of a training config",
+        ));
+    };
+    let preset = match fields.remove("preset") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(name)) => Some(name),
+        Some(_) => return Err(FieldError::new("preset", "must be a string")),
+    };
+    let merged = match &preset {
+        Some(name) => {
+            let mut base = load_preset(name, configs)?;
+            merge(&mut base, fields);
+            base
+        }
+        None => fields,
+    };
+    let config: TrainConfig = api::parse_request(Value::Object(merged))?;
+    config.validate().map_err(|err| {
+        let text = err.to_string();
+        match text.split_once(": ") {
+            Some((field, message)) => FieldError::new(field, message),
+            None => FieldError::new("(request)", text),
+        }
+    })?;
+    Ok(JobRequest { config, preset })
+}
+
+/// `configs/<name>.toml` as JSON fields.
+fn load_preset(name: &str, configs: &Path) -> Result<Map<String, Value>, FieldError> {
+    let well_formed = !name.is_empty()
+        && name.len() <= MAX_PRESET_LEN
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    if !well_formed {
+        return Err(FieldError::new(
+            "preset",
+            "must be a config name of letters, digits, '-' and '_' (see configs/)",
+        ));
+    }
+    let path = configs.join(format!("{name}.toml"));
+    let text = std::fs::read_to_string(&path).map_err(|_| {
+        FieldError::new(
+            "preset",
+            format!(
+                "unknown preset `{name}`; available: {}",
+                presets(configs).join(", ")
+            ),
+        )
+    })?;
+    let table: toml::Table = toml::from_str(&text).map_err(|e| {
+        FieldError::new(
+            "preset",
+            format!("{} is not valid TOML: {e}", path.display()),
+        )
+    })?;
+    match serde_json::to_value(table) {
+        Ok(Value::Object(fields)) => Ok(fields),
+        _ => Err(FieldError::new(
+            "preset",
+            format!("{} does not convert to JSON", path.display()),
+        )),
+    }
+}
+
+/// The preset names in `configs`, sorted.
+pub fn presets(configs: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(configs)
+        .into_iter()
+        .flatten()
+        .filter_map(Result::ok)
+        .filter_map(|e| {
+            let path = e.path();
+            let is_toml = path.extension().is_some_and(|x| x == "toml");
+            is_toml
+                .then(|| path.file_stem()?.to_str().map(str::to_owned))
+                .flatten()
+        })
+        .collect();
+    names.sort();
+    names
+}
+
+/// Overrides `base` with `patch`, table by table.
+fn merge(base: &mut Map<String, Value>, patch: Map<String, Value>) {
+    for (key, value) in patch {
+        match (base.get_mut(&key), value) {
+            (Some(Value::Object(inner)), Value::Object(patch_inner)) => merge(inner, patch_inner),
+            (_, value) => {
+                base.insert(key, value);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn configs() -> std::path::PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs")
+    }
+
+    fn field_of(body: &Value) -> String {
+        parse(body.to_string().as_bytes(), &configs())
+            .unwrap_err()
+            .field
+    }
+
+    #[test]
+    fn a_preset_with_overrides_keeps_the_rest_of_the_preset() {
+        let body = json!({"preset": "cpu-small", "grpo": {"steps": 3}, "seed": 11});
+        let request = parse(body.to_string().as_bytes(), &configs()).unwrap();
+        assert_eq!(request.preset.as_deref(), Some("cpu-small"));
+        assert_eq!(request.config.grpo.steps, 3);
+        assert_eq!(request.config.seed, 11);
+        let text = std::fs::read_to_string(configs().join("cpu-small.toml")).unwrap();
+        let preset = TrainConfig::from_toml(&text).unwrap();
+        assert_eq!(request.config.sft, preset.sft, "from the preset");
+        assert_eq!(request.config.model, preset.model, "from the preset");
+        assert_eq!(request.config.grpo.group_size, preset.grpo.group_size);
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        assert_eq!(
+            field_of(&json!({"grpo": {"group_size": 1}})),
+            "grpo.group_size"
+        );
+        assert_eq!(
+            field_of(&json!({"grpo": {"group_size": "8"}})),
+            "grpo.group_size"
+        );
+        assert_eq!(
+            field_of(&json!({"grpo": {"eps_low": "NaN"}})),
+            "grpo.eps_low"
+        );
+        assert_eq!(
+            field_of(&json!({"grpo": {"group_sise": 4}})),
+            "grpo.group_sise"
+        );
+        assert_eq!(field_of(&json!({"bogus": 4})), "bogus");
+        assert_eq!(field_of(&json!({"seed": -1})), "seed");
+        assert_eq!(
+            field_of(&json!({"grpo": {"group_size": 1_000_000_000_000_u64}})),
+            "grpo.group_size"
+        );
+        assert_eq!(field_of(&json!({"preset": "../../etc/passwd"})), "preset");
+        assert_eq!(field_of(&json!({"preset": "nope"})), "preset");
+        assert_eq!(field_of(&json!({"preset": 3})), "preset");
+        assert_eq!(field_of(&json!([1, 2])), "(request)");
+        let err = parse(b"{\"seed\": 1e999}", &configs()).unwrap_err();
+        assert_eq!(err.field, "(request)");
+    }
+}
