@@ -138,3 +138,16 @@ fn concurrent_requests_all_succeed() {
     });
     assert_eq!(ok, 200);
 }
+
+#[test]
+fn app_routes_get_the_page_and_missing_files_a_404() {
+    let server = start_server();
+    for path in ["/", "/chapter/grpo", "/embed/bandit?p=0.3", "/explorer"] {
+        let (status, body) = server.request("GET", path, b"");
+        assert_eq!(status, 200, "{path}: {body}");
+        assert_eq!(body, INDEX, "{path} is not the app's page");
+    }
+    let (status, body) = server.request("GET", "/no-such-bundle.js", b"");
+    assert_eq!(status, 404, "{body}");
+    assert!(json_body(&body)["error"].is_object(), "{body}");
+}

@@ -8,8 +8,8 @@
 //! - `POST /api/jobs`, `GET /api/jobs`, `GET /api/jobs/{id}`, `DELETE /api/jobs/{id}`,
 //!   `GET /api/jobs/{id}/metrics` (server-sent events): training jobs (see [`crate::jobs`]).
 //! - any other `/api/...` path: a JSON 404.
-//! - everything else: the built notebook from `--web DIR` (default `web/dist`), with
-//!   `index.html` for unknown paths; `ServeDir` refuses paths that leave the folder.
+//! - everything else: the built notebook from `--web DIR` (default `web/dist`): its
+//!   files, and `index.html` (status 200) for the app's own routes (see [`web_files`]).
 //!
 //! Loopback by default: binding another address needs `--allow-remote`, and then the
 //! job-changing routes need a bearer token (`--token`, or one generated and printed).
@@ -34,13 +34,13 @@ use clap::Args;
 use serde_json::json;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::limit::RequestBodyLimitLayer;
-use tower_http::services::{ServeDir, ServeFile};
 
 use crate::jobs::routes::{self as job_routes, JobsState};
 use crate::jobs::{openapi, runner::Runner};
 
 mod compute_routes;
 pub mod hardening;
+mod web_files;
 
 /// The largest accepted request body.
 pub const MAX_BODY_BYTES: usize = 1 << 20;
@@ -100,8 +100,7 @@ async fn openapi_document() -> Json<serde_json::Value> {
 
 /// The application's routes (without the listener).
 pub fn router(web_dir: &Path, jobs: JobsState, token: hardening::Token) -> Router {
-    let index = web_dir.join("index.html");
-    let static_files = ServeDir::new(web_dir).not_found_service(ServeFile::new(index));
+    let web_dir: Arc<Path> = Arc::from(web_dir);
     let job_api = Router::new()
         .route("/api/jobs", get(job_routes::list).post(job_routes::submit))
         .route(
@@ -123,7 +122,10 @@ pub fn router(web_dir: &Path, jobs: JobsState, token: hardening::Token) -> Route
         .route("/api/compute/{name}", post(compute_routes::compute))
         .route("/api/{*rest}", any(api_not_found))
         .merge(job_api)
-        .fallback_service(static_files)
+        .fallback(move |request| {
+            let web_dir = Arc::clone(&web_dir);
+            async move { web_files::serve(&web_dir, request).await }
+        })
         .layer(RequestBodyLimitLayer::new(MAX_BODY_BYTES))
         .layer(tower_http::timeout::TimeoutLayer::with_status_code(
             StatusCode::REQUEST_TIMEOUT,
