@@ -12,7 +12,7 @@ use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use arlbook_tests::cli::Arlbook;
+use arlbook_tests::cli::{Arlbook, workspace_root};
 use arlbook_tests::http::Server;
 use serde_json::{Value, json};
 
@@ -473,7 +473,7 @@ fn every_openapi_operation_answers() {
     let (rows, end) = read_events(&server, &format!("/api/jobs/{id}/metrics"));
     assert_eq!(end["state"], "cancelled");
     assert!(rows.len() < 100);
-    assert_eq!(seen + 1, 10, "every documented operation was called");
+    assert_eq!(seen + 1, 11, "every documented operation was called");
     // Leave nothing running.
     let (_, body) = server.request("GET", "/api/jobs", b"");
     for j in json_body(&body)["jobs"].as_array().unwrap() {
@@ -560,6 +560,31 @@ fn traversal_oversized_bodies_and_unknown_routes_get_json_errors() {
     let (status, body) = server.request("PUT", "/api/jobs", b"{}");
     assert_eq!(status, 405);
     assert!(json_body(&body)["error"].is_object(), "{body}");
+    drop(server);
+    cleanup(&data);
+}
+
+#[test]
+fn presets_are_listed_with_their_settings() {
+    let data = scratch("presets");
+    let server = start(&data, &[]);
+    let (status, body) = server.request("GET", "/api/presets", b"");
+    assert_eq!(status, 200, "{body}");
+    let doc = json_body(&body);
+    let presets = doc["presets"].as_array().unwrap();
+    let small = presets
+        .iter()
+        .find(|p| p["name"] == "cpu-small")
+        .unwrap_or_else(|| panic!("cpu-small missing from {body}"));
+    assert!(!small["summary"].as_str().unwrap().is_empty(), "{body}");
+    let on_disk: toml::Table = toml::from_str(
+        &std::fs::read_to_string(workspace_root().join("configs/cpu-small.toml")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        small["config"]["model"]["width"].as_i64(),
+        on_disk["model"]["width"].as_integer()
+    );
     drop(server);
     cleanup(&data);
 }

@@ -56,7 +56,7 @@ pub fn parse(body: &[u8], configs: &Path) -> Result<JobRequest, FieldError> {
 }
 
 /// `configs/<name>.toml` as JSON fields.
-fn load_preset(name: &str, configs: &Path) -> Result<Map<String, Value>, FieldError> {
+pub fn load_preset(name: &str, configs: &Path) -> Result<Map<String, Value>, FieldError> {
     let well_formed = !name.is_empty()
         && name.len() <= MAX_PRESET_LEN
         && name
@@ -91,6 +91,17 @@ fn load_preset(name: &str, configs: &Path) -> Result<Map<String, Value>, FieldEr
             format!("{} does not convert to JSON", path.display()),
         )),
     }
+}
+
+/// The first comment line of a preset file (what it is for), without the `#`.
+pub fn preset_summary(name: &str, configs: &Path) -> String {
+    std::fs::read_to_string(configs.join(format!("{name}.toml")))
+        .ok()
+        .and_then(|text| {
+            let line = text.lines().next()?.strip_prefix('#')?.trim().to_owned();
+            Some(line)
+        })
+        .unwrap_or_default()
 }
 
 /// The preset names in `configs`, sorted.

@@ -76,6 +76,16 @@ pub const OPERATIONS: &[Operation] = &[
     ),
     op(
         "get",
+        "/api/presets",
+        "The training presets (configs/*.toml): name, first comment line, settings as JSON.",
+        (
+            "200",
+            "{\"presets\": [{\"name\", \"summary\", \"config\"}]}",
+        ),
+        false,
+    ),
+    op(
+        "get",
         "/api/jobs",
         "Every training job, oldest first.",
         ("200", "{\"jobs\": [job]}"),

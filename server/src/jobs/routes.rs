@@ -106,6 +106,26 @@ pub async fn submit(State(state): State<JobsState>, body: Bytes) -> Response {
     }
 }
 
+/// `GET /api/presets`: the training presets a job can start from, with their settings.
+pub async fn presets(State(state): State<JobsState>) -> Response {
+    let configs = state.configs.clone();
+    let listed = tokio::task::spawn_blocking(move || {
+        input::presets(&configs)
+            .into_iter()
+            .filter_map(|name| {
+                let config = input::load_preset(&name, &configs).ok()?;
+                let summary = input::preset_summary(&name, &configs);
+                Some(json!({ "name": name, "summary": summary, "config": config }))
+            })
+            .collect::<Vec<Value>>()
+    })
+    .await;
+    match listed {
+        Ok(presets) => Json(json!({ "presets": presets })).into_response(),
+        Err(err) => internal(&anyhow::anyhow!("{err}")),
+    }
+}
+
 /// `GET /api/jobs`: every job, oldest first.
 pub async fn list(State(state): State<JobsState>) -> Response {
     match state.runner.list() {

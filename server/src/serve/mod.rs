@@ -5,6 +5,7 @@
 //! - `GET /api/health`: liveness and version.
 //! - `GET /api/compute`, `GET /api/compute/{name}/example`, `POST /api/compute/{name}`:
 //!   the compute API; a rejected input answers 422 with `{"error": {"field", "message"}}`.
+//! - `GET /api/presets`: the training presets of `--configs DIR` (name, summary, settings).
 //! - `POST /api/jobs`, `GET /api/jobs`, `GET /api/jobs/{id}`, `DELETE /api/jobs/{id}`,
 //!   `GET /api/jobs/{id}/metrics` (server-sent events): training jobs (see [`crate::jobs`]).
 //! - any other `/api/...` path: a JSON 404.
@@ -102,6 +103,7 @@ async fn openapi_document() -> Json<serde_json::Value> {
 pub fn router(web_dir: &Path, jobs: JobsState, token: hardening::Token) -> Router {
     let web_dir: Arc<Path> = Arc::from(web_dir);
     let job_api = Router::new()
+        .route("/api/presets", get(job_routes::presets))
         .route("/api/jobs", get(job_routes::list).post(job_routes::submit))
         .route(
             "/api/jobs/{id}",

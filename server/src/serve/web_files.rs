@@ -17,7 +17,9 @@ use tower_http::services::{ServeDir, ServeFile};
 
 /// Whether the path's last segment looks like a file name (has an extension).
 fn names_a_file(path: &str) -> bool {
-    path.rsplit('/').next().is_some_and(|last| last.contains('.'))
+    path.rsplit('/')
+        .next()
+        .is_some_and(|last| last.contains('.'))
 }
 
 /// Answers `request` from `web_dir` (see the module docs).
