@@ -145,40 +145,76 @@ impl Server {
         headers: &[(&str, &str)],
         body: &[u8],
     ) -> (u16, String) {
-        let mut stream = TcpStream::connect(&self.addr).expect("connecting to the server");
-        stream
-            .set_read_timeout(Some(Duration::from_secs(60)))
-            .expect("setting a read timeout");
-        let mut extra = String::new();
-        for (name, value) in headers {
-            for part in [name, ": ", value, "\r\n"] {
-                extra.push_str(part);
-            }
-        }
-        let head = format!(
-            "{method} {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n{extra}Connection: close\r\n\r\n",
-            self.addr,
-            body.len()
-        );
-        stream
-            .write_all(head.as_bytes())
-            .expect("writing the request head");
-        // The server may answer (413) before reading a large body; ignore a reset here.
-        let _ = stream.write_all(body);
-        let mut raw = Vec::new();
-        let _ = stream.read_to_end(&mut raw);
-        let text = String::from_utf8_lossy(&raw).into_owned();
-        let status = text
-            .split_whitespace()
-            .nth(1)
-            .and_then(|s| s.parse().ok())
-            .unwrap_or_else(|| panic!("malformed response: {text:?}"));
-        let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
-        (status, decode_chunked(body))
+        request(&self.addr, method, path, headers, body)
     }
 }
 
+/// Sends one HTTP/1.1 request to `addr` (`host:port`) and returns (status, body).
+///
+/// # Panics
+/// On a socket error or a malformed response.
+pub fn request(
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> (u16, String) {
+    let mut stream = TcpStream::connect(addr).expect("connecting to the server");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(120)))
+        .expect("setting a read timeout");
+    let mut extra = String::new();
+    for (name, value) in headers {
+        for part in [name, ": ", value, "\r\n"] {
+            extra.push_str(part);
+        }
+    }
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n{extra}Connection: close\r\n\r\n",
+        body.len()
+    );
+    stream
+        .write_all(head.as_bytes())
+        .expect("writing the request head");
+    // The server may answer (413) before reading a large body; ignore a reset here.
+    let _ = stream.write_all(body);
+    let raw = read_response(&mut stream);
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("malformed response: {text:?}"));
+    let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    (status, decode_chunked(body))
+}
+
 static COUNTER: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// Reads one response: up to the end of its `Content-Length` body when the head gives
+/// one (some servers, chromedriver among them, keep the socket open after answering
+/// despite `Connection: close`), else until the peer closes.
+fn read_response(stream: &mut TcpStream) -> Vec<u8> {
+    let mut raw = Vec::new();
+    let mut chunk = [0_u8; 16 << 10];
+    loop {
+        if let Some(head_end) = raw.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&raw[..head_end]).to_ascii_lowercase();
+            let length = head.lines().find_map(|line| {
+                line.strip_prefix("content-length:")
+                    .and_then(|v| v.trim().parse::<usize>().ok())
+            });
+            if length.is_some_and(|n| raw.len() >= head_end + 4 + n) {
+                return raw;
+            }
+        }
+        match stream.read(&mut chunk) {
+            Ok(0) | Err(_) => return raw,
+            Ok(n) => raw.extend_from_slice(&chunk[..n]),
+        }
+    }
+}
 
 /// Undoes `Transfer-Encoding: chunked` when the body looks chunked.
 fn decode_chunked(body: &str) -> String {

@@ -6,8 +6,10 @@
 //! `env!("CARGO_BIN_EXE_arlbook")`, and the tests hand that path to [`cli::Arlbook`].
 //! [`http::Server`] runs `arlbook serve` on a loopback port and speaks plain HTTP/1.1
 //! over a TCP socket; [`browser`] drives headless Chromium for the notebook's browser
-//! tests (`server/tests/e2e/`).
+//! tests (`server/tests/e2e/`), loading pages and reading their DOM; [`webdriver`]
+//! drives a Chromium session through `chromedriver` to move controls like a reader.
 
 pub mod browser;
 pub mod cli;
 pub mod http;
+pub mod webdriver;

@@ -38,7 +38,7 @@ pub fn run_browser_tests() -> anyhow::Result<()> {
 /// Turns on the browser tests in a `cargo test` of the workspace: the bundle in
 /// `dist`, Chromium (installed when missing), and where screenshots go.
 pub fn browser_test_env(command: &mut Command, dist: &Path) -> anyhow::Result<()> {
-    let chromium = ensure_chromium()?;
+    let (chromium, chromedriver) = ensure_chromium()?;
     let target_dir = std::env::var_os("CARGO_TARGET_DIR").map_or_else(
         || workspace_root().join("target"),
         |dir| workspace_root().join(dir),
@@ -47,18 +47,25 @@ pub fn browser_test_env(command: &mut Command, dist: &Path) -> anyhow::Result<()
         .env("ARLBOOK_E2E", "1")
         .env("ARLBOOK_WEB_DIR", dist)
         .env("ARLBOOK_CHROMIUM", &chromium)
+        .env("ARLBOOK_CHROMEDRIVER", &chromedriver)
         .env("ARLBOOK_E2E_OUT", target_dir.join("e2e"));
     Ok(())
 }
 
-/// The Chromium binary: `$ARLBOOK_CHROMIUM`, the system one, or installed with apt
-/// when running as root.
-fn ensure_chromium() -> anyhow::Result<PathBuf> {
-    if let Some(path) = std::env::var_os("ARLBOOK_CHROMIUM") {
-        return Ok(PathBuf::from(path));
-    }
-    if Path::new(SYSTEM_CHROMIUM).is_file() {
-        return Ok(PathBuf::from(SYSTEM_CHROMIUM));
+/// Where Debian's `chromium-driver` package puts `chromedriver`.
+const SYSTEM_CHROMEDRIVER: &str = "/usr/bin/chromedriver";
+
+/// The Chromium binary and its `chromedriver`: `$ARLBOOK_CHROMIUM` and
+/// `$ARLBOOK_CHROMEDRIVER`, else the system ones, installed with apt (`chromium`,
+/// `chromium-driver`, same version) when missing and running as root.
+fn ensure_chromium() -> anyhow::Result<(PathBuf, PathBuf)> {
+    let from_env = |name: &str, system: &str| {
+        std::env::var_os(name).map_or_else(|| PathBuf::from(system), PathBuf::from)
+    };
+    let chromium = from_env("ARLBOOK_CHROMIUM", SYSTEM_CHROMIUM);
+    let driver = from_env("ARLBOOK_CHROMEDRIVER", SYSTEM_CHROMEDRIVER);
+    if chromium.is_file() && driver.is_file() {
+        return Ok((chromium, driver));
     }
     let is_root = Command::new("id")
         .arg("-u")
@@ -66,18 +73,29 @@ fn ensure_chromium() -> anyhow::Result<PathBuf> {
         .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
     if !is_root {
         bail!(
-            "Chromium not found at {SYSTEM_CHROMIUM}; install it (`apt-get install chromium`) \
-             or set ARLBOOK_CHROMIUM to a Chromium binary"
+            "Chromium or chromedriver not found ({} and {}); install them \
+             (`apt-get install chromium chromium-driver`) or set ARLBOOK_CHROMIUM and \
+             ARLBOOK_CHROMEDRIVER",
+            chromium.display(),
+            driver.display()
         );
     }
-    eprintln!("xtask: installing chromium with apt-get");
+    eprintln!("xtask: installing chromium and chromium-driver with apt-get");
     run(Command::new("apt-get").arg("update"))?;
     run(Command::new("apt-get")
-        .args(["install", "-y", "--no-install-recommends", "chromium"])
+        .args([
+            "install",
+            "-y",
+            "--no-install-recommends",
+            "chromium",
+            "chromium-driver",
+        ])
         .env("DEBIAN_FRONTEND", "noninteractive"))
-    .context("installing chromium")?;
-    if !Path::new(SYSTEM_CHROMIUM).is_file() {
-        bail!("apt-get installed chromium but {SYSTEM_CHROMIUM} is missing");
+    .context("installing chromium and chromium-driver")?;
+    for path in [&chromium, &driver] {
+        if !path.is_file() {
+            bail!("apt-get ran but {} is missing", path.display());
+        }
     }
-    Ok(PathBuf::from(SYSTEM_CHROMIUM))
+    Ok((chromium, driver))
 }

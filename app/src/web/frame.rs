@@ -6,6 +6,8 @@
 //! refreshes the readouts and the badge and redraws the canvas at the device pixel
 //! ratio. Through WebGPU the result arrives later; the previous numbers stay until the
 //! whole new evaluation is done, and a result overtaken by a newer state is dropped.
+//! The figure element carries `data-draws` (evaluations shown so far) and
+//! `data-redraw-ms` (the last one's compute-and-draw time), which the browser tests read.
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -93,6 +95,8 @@ pub fn FigureFrame(figure: &'static dyn AnyFigure, embed: bool) -> impl IntoView
     let readouts = RwSignal::new(Vec::<Readout>::new());
     let error = RwSignal::new(None::<String>);
     let redraw_ms = RwSignal::new(0.0_f64);
+    // How many evaluations have been shown: browser tests wait for it to move.
+    let draws = RwSignal::new(0_u64);
     let resized = RwSignal::new(0_u32);
     let canvas_ref = NodeRef::<leptos::html::Canvas>::new();
 
@@ -125,6 +129,7 @@ pub fn FigureFrame(figure: &'static dyn AnyFigure, embed: bool) -> impl IntoView
                 Err(err) => error.set(Some(format!("{}: {}", err.field, err.message))),
             }
             redraw_ms.set(browser::now_ms() - started);
+            draws.update(|n| *n += 1);
         };
         let started_work = evaluate_on(
             plan,
@@ -143,6 +148,7 @@ pub fn FigureFrame(figure: &'static dyn AnyFigure, embed: bool) -> impl IntoView
             class="figure"
             id=id
             data-redraw-ms=move || format!("{:.1}", redraw_ms.get())
+            data-draws=move || draws.get().to_string()
             data-backend=move || badge.with(|b| b.kind)
         >
             <header class="figure-head">

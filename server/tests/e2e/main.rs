@@ -7,7 +7,9 @@
 //! `/usr/bin/chromium`), `ARLBOOK_E2E_OUT` (screenshots; default `target/e2e`).
 //!
 //! One test, one server, checks run in order and failures collected, so a single run
-//! reports every broken number at once.
+//! reports every broken number at once. Pages are read with Chromium's `--dump-dom`;
+//! the reader's interactions (keys, clicks, typing) and the redraw timings go through
+//! `chromedriver` ([`reader`]).
 
 use std::cell::RefCell;
 use std::path::PathBuf;
@@ -18,6 +20,8 @@ use arlbook_app::figure::{AnyFigure, State};
 use arlbook_tests::browser::{self, Gpu};
 use arlbook_tests::cli::{Arlbook, workspace_root};
 use arlbook_tests::http::Server;
+
+mod reader;
 
 fn enabled() -> bool {
     std::env::var("ARLBOOK_E2E").is_ok_and(|v| v == "1")
@@ -75,6 +79,9 @@ impl Checks {
     }
 }
 
+/// A named group of browser checks.
+type CheckGroup = fn(&mut Checks);
+
 #[test]
 fn notebook_in_headless_chromium() {
     if !enabled() {
@@ -86,12 +93,23 @@ fn notebook_in_headless_chromium() {
         base: format!("http://{}", server.addr),
         failures: Vec::new(),
     };
-    article_numbers(&mut checks);
-    explorer_computes(&mut checks);
-    embed_state_is_restored(&mut checks);
-    page_numbers_match_the_native_computation(&mut checks);
-    webgpu_matches_the_cpu(&mut checks);
-    chapters_load_with_their_figures(&mut checks);
+    let groups: [(&str, CheckGroup); 8] = [
+        ("article", article_numbers),
+        ("explorer", explorer_computes),
+        ("embed", embed_state_is_restored),
+        ("native", page_numbers_match_the_native_computation),
+        ("webgpu", webgpu_matches_the_cpu),
+        ("chapters", chapters_load_with_their_figures),
+        ("reader", reader::controls_move_the_numbers),
+        ("latency", reader::redraw_latency),
+    ];
+    // `ARLBOOK_E2E_ONLY=reader,latency` runs only those groups (while working on them).
+    let only = std::env::var("ARLBOOK_E2E_ONLY").unwrap_or_default();
+    for (name, check) in groups {
+        if only.is_empty() || only.split(',').any(|o| o.trim() == name) {
+            check(&mut checks);
+        }
+    }
     assert!(
         checks.failures.is_empty(),
         "browser checks failed:\n{}",
