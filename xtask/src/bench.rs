@@ -24,7 +24,9 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         Some("gpu") => bench_gpu(),
         Some("train") => crate::bench_train::run(),
         Some("server") => crate::bench_server::run_bench(),
-        Some(other) => bail!("unknown bench suite `{other}` (available: core, gpu, train, server)"),
+        Some(other) => {
+            bail!("unknown bench suite `{other}` (available: core, gpu, train, server, web)")
+        }
     }
 }
 

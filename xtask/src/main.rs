@@ -9,6 +9,7 @@ use std::process::ExitCode;
 mod bench;
 mod bench_server;
 mod bench_train;
+mod bench_web;
 mod cmd;
 mod e2e;
 mod serve;
@@ -31,6 +32,7 @@ tasks:
   bench gpu       every WGSL kernel vs its CPU reference, at three sizes
   bench train     the trainer's GRPO workload vs the same model in PyTorch (CPU)
   bench server    requests/s and p50/p99 latency of a compute call, N keep-alive clients
+  bench web       the release bundle's size (raw, gzip) and every figure's redraw latency
 ";
 
 fn main() -> ExitCode {

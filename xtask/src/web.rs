@@ -37,7 +37,8 @@ pub fn dist_dir() -> PathBuf {
 /// Builds the notebook into [`dist_dir`] and returns that folder.
 pub fn build(options: &WebOptions) -> anyhow::Result<PathBuf> {
     ensure_wasm_target()?;
-    let profile = if options.dev { "debug" } else { "release" };
+    // Cargo's output folder for the profile: `debug` for dev, else the profile's name.
+    let profile = if options.dev { "debug" } else { "wasm-release" };
     let mut build = cargo();
     build.args([
         "build",
@@ -47,7 +48,7 @@ pub fn build(options: &WebOptions) -> anyhow::Result<PathBuf> {
         "wasm32-unknown-unknown",
     ]);
     if !options.dev {
-        build.arg("--release");
+        build.args(["--profile", "wasm-release"]);
     }
     if options.lint {
         crate::cmd::lint_while_building(&mut build)?;

@@ -79,6 +79,7 @@ figures! {
     sparse_reward::mixed_groups::MixedGroups,
     sparse_reward::shaping::Shaping,
     evaluation::pass_at_k::PassAtK,
+    evaluation::budget::RolloutBudget,
     distillation::kl_fit::KlFit,
     lag::lag_filter::LagFilter,
 }

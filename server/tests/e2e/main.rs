@@ -160,6 +160,14 @@ fn article_numbers(checks: &mut Checks) {
             ],
         ),
         (
+            "/embed/rollout-budget?b=32&g=4&k=100&l=2000&demos=1000&demo_alpha=0.25",
+            &[
+                ("rollout-budget-trajectories", 12_800.0),
+                ("rollout-budget-tokens", 25.6e6),
+                ("rollout-budget-demo-attempts", 4_000.0),
+            ],
+        ),
+        (
             "/embed/clip?eps_low=0.2&eps_high=0.28&p_old=0.01",
             &[("clip-ratio-high", 1.28), ("clip-increment", 0.0028)],
         ),

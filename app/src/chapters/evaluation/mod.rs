@@ -2,6 +2,7 @@
 
 use super::{Block, Chapter};
 
+pub mod budget;
 pub mod pass_at_k;
 
 /// The chapter.
@@ -45,5 +46,6 @@ pub const CHAPTER: Chapter = Chapter {
              trajectories; if only a fraction $\\alpha$ of groups is kept, about \
              $K B G / \\alpha$ must be generated to keep the same number.",
         ),
+        Block::Figure("rollout-budget"),
     ],
 };
