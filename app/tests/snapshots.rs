@@ -52,3 +52,21 @@ fn every_figure_matches_its_svg_snapshot() {
         changed.join("\n")
     );
 }
+
+#[test]
+fn the_recorded_live_training_run_matches_its_svg_snapshot() {
+    use arlbook_app::chapters::live::{RECORDED_RUN, chart, metrics::Run};
+    let run = Run::from_jsonl(RECORDED_RUN).expect("the recorded run parses");
+    let svg = chart::svg(&run, WIDTH, false).expect("rendering SVG");
+    let path = snapshot_path("live-training");
+    if std::env::var("UPDATE_SNAPSHOTS").is_ok_and(|v| v == "1") {
+        std::fs::write(&path, &svg).expect("writing the snapshot");
+        return;
+    }
+    let expected = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        expected == svg,
+        "live-training differs from {} (re-run with UPDATE_SNAPSHOTS=1 to accept)",
+        path.display()
+    );
+}

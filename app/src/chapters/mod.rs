@@ -29,6 +29,9 @@ pub enum Block {
     Heading(&'static str),
     /// The figure with this id.
     Figure(&'static str),
+    /// The live-training panel: the job form and list, the metrics stream and its
+    /// chart (see [`live`]).
+    Live,
 }
 
 /// A chapter of the notebook.
@@ -116,7 +119,7 @@ mod tests {
                 let result = match block {
                     Block::Text(text) => mathml::paragraph_html(text),
                     Block::Display(tex) => mathml::to_mathml(tex, true),
-                    Block::Heading(_) | Block::Figure(_) => Ok(String::new()),
+                    Block::Heading(_) | Block::Figure(_) | Block::Live => Ok(String::new()),
                 };
                 if let Err(err) = result {
                     panic!("chapter {}: {err} in {block:?}", chapter.id);

@@ -11,6 +11,7 @@ mod browser;
 mod explorer;
 mod frame;
 mod gpu;
+mod live;
 
 use crate::chapters::{self, Block, CHAPTERS, Chapter};
 use crate::mathml;
@@ -149,6 +150,7 @@ fn block_view(block: &'static Block) -> AnyView {
             Some(figure) => view! { <FigureFrame figure=figure embed=false/> }.into_any(),
             None => view! { <p class="error">{format!("no figure `{id}`")}</p> }.into_any(),
         },
+        Block::Live => view! { <live::LiveTraining/> }.into_any(),
     }
 }
 

@@ -1,0 +1,225 @@
+//! A training run's metrics rows, as the trainer writes them to `metrics.jsonl` and the
+//! server streams them: one JSON object per row, tagged with its `stage` (`sft`,
+//! `grpo`, `validation`) and `step`. Only the fields the live charts read are kept;
+//! every other field of a row is ignored, and a field a row lacks is `None`.
+
+use serde::Deserialize;
+
+use crate::figure::Readout;
+
+/// Prefix of the chapter's readout ids (`live-rows`, `live-step`, ...).
+pub const READOUT_PREFIX: &str = "live";
+
+/// The stage a row belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    /// Supervised fine-tuning on teacher demonstrations.
+    Sft,
+    /// One GRPO update.
+    Grpo,
+    /// A held-out evaluation during GRPO.
+    Validation,
+    /// A stage these charts do not know.
+    Other,
+}
+
+/// One metrics row: the fields the charts use.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+pub struct Row {
+    /// `sft`, `grpo` or `validation`.
+    pub stage: String,
+    /// The step within its stage, counted from 1 (validation rows: the GRPO step it
+    /// followed, 0 before the first update).
+    pub step: u64,
+    /// Steps planned for the stage.
+    pub steps: Option<u64>,
+    /// SFT: mean cross-entropy per target token (nats); GRPO: the surrogate loss.
+    pub loss: Option<f64>,
+    /// GRPO: fraction of the step's rollouts that solved their task.
+    pub success_rate: Option<f64>,
+    /// GRPO: mean episode reward.
+    pub reward: Option<f64>,
+    /// GRPO: fraction of sampled groups whose rewards were not all equal (the only
+    /// groups with a nonzero advantage).
+    pub effective_group_fraction: Option<f64>,
+    /// GRPO: fraction of tokens whose ratio was clipped below `1 - eps_low`.
+    pub clip_fraction_low: Option<f64>,
+    /// GRPO: fraction of tokens whose ratio was clipped above `1 + eps_high`.
+    pub clip_fraction_high: Option<f64>,
+    /// GRPO: estimated KL divergence to the reference policy (nats per token).
+    pub kl: Option<f64>,
+    /// GRPO: mean entropy of the sampling distribution (nats per token).
+    pub entropy: Option<f64>,
+    /// GRPO: mean generated tokens per turn.
+    pub gen_len_mean: Option<f64>,
+    /// Validation: success rate on held-out tasks.
+    pub val_success: Option<f64>,
+}
+
+impl Row {
+    /// Parses one JSON row.
+    pub fn parse(line: &str) -> Result<Self, String> {
+        serde_json::from_str(line).map_err(|e| format!("not a metrics row: {e}"))
+    }
+
+    /// The row's stage.
+    pub fn stage(&self) -> Stage {
+        match self.stage.as_str() {
+            "sft" => Stage::Sft,
+            "grpo" => Stage::Grpo,
+            "validation" => Stage::Validation,
+            _ => Stage::Other,
+        }
+    }
+}
+
+/// The rows received so far, in arrival order.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Run {
+    /// Every row.
+    pub rows: Vec<Row>,
+}
+
+impl Run {
+    /// Parses a JSON-lines text (blank lines skipped); an error names the line.
+    pub fn from_jsonl(text: &str) -> Result<Self, String> {
+        let rows = text
+            .lines()
+            .enumerate()
+            .filter(|(_, line)| !line.trim().is_empty())
+            .map(|(i, line)| Row::parse(line).map_err(|e| format!("line {}: {e}", i + 1)))
+            .collect::<Result<_, _>>()?;
+        Ok(Self { rows })
+    }
+
+    /// Appends one row.
+    pub fn push(&mut self, row: Row) {
+        self.rows.push(row);
+    }
+
+    /// The rows of `stage`.
+    pub fn of(&self, stage: Stage) -> impl DoubleEndedIterator<Item = &Row> {
+        self.rows.iter().filter(move |r| r.stage() == stage)
+    }
+
+    /// Points `(step, value)` of one field over the rows of `stage` that have it
+    /// (non-finite values skipped).
+    pub fn series(&self, stage: Stage, field: impl Fn(&Row) -> Option<f64>) -> Vec<(f64, f64)> {
+        self.of(stage)
+            .filter_map(|r| {
+                field(r)
+                    .filter(|v| v.is_finite())
+                    .map(|v| (r.step as f64, v))
+            })
+            .collect()
+    }
+
+    /// The step of the last row (0 before any).
+    pub fn last_step(&self) -> u64 {
+        self.rows.last().map_or(0, |r| r.step)
+    }
+
+    /// The success rate of the last GRPO row that has one.
+    pub fn last_success(&self) -> Option<f64> {
+        self.of(Stage::Grpo).rev().find_map(|r| r.success_rate)
+    }
+
+    /// The numbers shown under the charts: `live-rows`, `live-step`, `live-success`
+    /// (NaN, shown as a dash, before the first GRPO row).
+    pub fn readouts(&self) -> Vec<Readout> {
+        vec![
+            Readout::new(
+                READOUT_PREFIX,
+                "rows",
+                "rows received",
+                self.rows.len() as f64,
+            ),
+            Readout::new(
+                READOUT_PREFIX,
+                "step",
+                match self.rows.last().map(Row::stage) {
+                    Some(Stage::Grpo | Stage::Validation) => "last step (GRPO)",
+                    Some(Stage::Sft) => "last step (SFT)",
+                    _ => "last step",
+                },
+                self.last_step() as f64,
+            ),
+            Readout::new(
+                READOUT_PREFIX,
+                "success",
+                "last GRPO success rate",
+                self.last_success().unwrap_or(f64::NAN),
+            ),
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::chapters::live::RECORDED_RUN;
+
+    #[test]
+    fn the_recorded_run_has_its_sft_grpo_and_validation_rows() {
+        let run = Run::from_jsonl(RECORDED_RUN).unwrap();
+        assert_eq!(run.rows.len(), 215);
+        assert_eq!(run.of(Stage::Sft).count(), 200);
+        assert_eq!(run.of(Stage::Grpo).count(), 12);
+        assert_eq!(run.of(Stage::Validation).count(), 3);
+        let loss = run.series(Stage::Sft, |r| r.loss);
+        assert_eq!(loss.len(), 200);
+        assert_eq!(loss[0].0, 1.0);
+        assert!(loss[0].1 > loss[199].1, "SFT loss falls");
+        assert_eq!(run.last_step(), 12);
+        assert!((run.last_success().unwrap() - 1.0 / 6.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn unknown_fields_are_ignored_and_missing_ones_are_none() {
+        let row = Row::parse(r#"{"stage":"grpo","step":3,"kl":0.5,"discarded":{"x":1}}"#).unwrap();
+        assert_eq!(row.stage(), Stage::Grpo);
+        assert_eq!(row.kl, Some(0.5));
+        assert_eq!(row.entropy, None);
+        let row = Row::parse(r#"{"stage":"grpo","step":3,"kl":null}"#).unwrap();
+        assert_eq!(row.kl, None);
+    }
+
+    #[test]
+    fn a_bad_line_is_named() {
+        let err = Run::from_jsonl("{\"stage\":\"sft\",\"step\":1}\n\n{oops\n").unwrap_err();
+        assert!(err.starts_with("line 3:"), "{err}");
+        assert!(
+            Row::parse(r#"{"step":1}"#).is_err(),
+            "a row needs its stage"
+        );
+    }
+
+    #[test]
+    fn readouts_have_stable_ids_and_full_values() {
+        let mut run = Run::default();
+        let ids: Vec<String> = run.readouts().into_iter().map(|r| r.id).collect();
+        assert_eq!(ids, ["live-rows", "live-step", "live-success"]);
+        assert!(run.readouts()[2].value.is_nan(), "no GRPO row yet");
+        run.push(Row::parse(r#"{"stage":"sft","step":1,"loss":2.0}"#).unwrap());
+        run.push(Row::parse(r#"{"stage":"grpo","step":1,"success_rate":0.375}"#).unwrap());
+        run.push(Row::parse(r#"{"stage":"grpo","step":2}"#).unwrap());
+        let values: Vec<f64> = run.readouts().into_iter().map(|r| r.value).collect();
+        assert_eq!(values, [3.0, 2.0, 0.375]);
+    }
+
+    #[test]
+    fn series_skip_rows_without_the_field() {
+        let run = Run::from_jsonl(
+            "{\"stage\":\"grpo\",\"step\":1,\"kl\":0.1}\n\
+             {\"stage\":\"validation\",\"step\":1,\"val_success\":0.5}\n\
+             {\"stage\":\"grpo\",\"step\":2}\n\
+             {\"stage\":\"grpo\",\"step\":3,\"kl\":0.3}\n",
+        )
+        .unwrap();
+        assert_eq!(run.series(Stage::Grpo, |r| r.kl), [(1.0, 0.1), (3.0, 0.3)]);
+        assert_eq!(
+            run.series(Stage::Validation, |r| r.val_success),
+            [(1.0, 0.5)]
+        );
+    }
+}

@@ -1,0 +1,89 @@
+//! The run's chart on a canvas and its readouts. Rows can arrive hundreds at a time
+//! (a stream replays the whole file first), so redraws wait for the next animation
+//! frame and one frame draws whatever has arrived by then.
+
+use std::cell::Cell;
+use std::rc::Rc;
+
+use leptos::prelude::*;
+use plotters::prelude::*;
+
+use crate::chapters::live::chart;
+use crate::chapters::live::metrics::Run;
+use crate::figure::is_narrow;
+use crate::plot::Style;
+
+/// Sizes the canvas for its CSS width and the device pixel ratio, and draws `run`.
+fn draw(run: &Run, canvas: &web_sys::HtmlCanvasElement) -> Result<(), String> {
+    let dpr = window().device_pixel_ratio();
+    let css_width = f64::from(canvas.client_width().max(240));
+    let narrow = is_narrow(css_width);
+    let aspect = chart::aspect(narrow);
+    let _ = canvas.set_attribute("style", &format!("aspect-ratio: 1 / {aspect}"));
+    canvas.set_width((css_width * dpr).round() as u32);
+    canvas.set_height((css_width * aspect * dpr).round() as u32);
+    let backend = plotters_canvas::CanvasBackend::with_canvas_object(canvas.clone())
+        .ok_or_else(|| "the canvas has no 2D context".to_owned())?;
+    let root = backend.into_drawing_area();
+    root.fill(&WHITE).map_err(|e| e.to_string())?;
+    chart::draw(run, &root, &Style::new(dpr).stacked(narrow)).map_err(|e| e.to_string())?;
+    root.present().map_err(|e| e.to_string())
+}
+
+/// The canvas (`live-canvas`) and the readouts (`live-rows`, `live-step`,
+/// `live-success`) of `run`.
+#[component]
+pub fn LiveChart(run: RwSignal<Run>) -> impl IntoView {
+    let canvas_ref = NodeRef::<leptos::html::Canvas>::new();
+    let error = RwSignal::new(None::<String>);
+    let resized = RwSignal::new(0_u32);
+    let _ = window_event_listener(leptos::ev::resize, move |_| {
+        resized.update(|n| *n = n.wrapping_add(1));
+    });
+    let pending = Rc::new(Cell::new(false));
+    Effect::new(move |_| {
+        run.track();
+        resized.track();
+        if canvas_ref.get().is_none() || pending.replace(true) {
+            return;
+        }
+        let pending = Rc::clone(&pending);
+        request_animation_frame(move || {
+            pending.set(false);
+            if let Some(canvas) = canvas_ref.get_untracked() {
+                let drawn = run.with_untracked(|r| draw(r, &canvas));
+                error.set(drawn.err().map(|e| format!("drawing failed: {e}")));
+            }
+        });
+    });
+
+    view! {
+        <canvas
+            node_ref=canvas_ref
+            class="plot"
+            id="live-canvas"
+            style=format!("aspect-ratio: 1 / {}", chart::aspect(false))
+            role="img"
+            aria-label="Training metrics: SFT loss, then GRPO success and reward, effective groups, clip fractions, KL, entropy and generated length, over the steps"
+        ></canvas>
+        <p class="error" id="live-canvas-error" hidden=move || error.get().is_none()>
+            {move || error.get().unwrap_or_default()}
+        </p>
+        <dl class="readouts">
+            {move || {
+                run.with(Run::readouts)
+                    .into_iter()
+                    .map(|r| {
+                        let text = r.text();
+                        view! {
+                            <div class="readout">
+                                <dt>{r.label}</dt>
+                                <dd id=r.id data-value=r.value.to_string()>{text}</dd>
+                            </div>
+                        }
+                    })
+                    .collect_view()
+            }}
+        </dl>
+    }
+}
