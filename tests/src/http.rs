@@ -61,7 +61,15 @@ impl Server {
             std::process::id(),
             COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
         ));
-        Self::spawn(arlbook, web, &data, vec![data.clone()])
+        let configs = crate::cli::workspace_root().join("configs");
+        let configs = configs.to_string_lossy();
+        Self::spawn_with(
+            arlbook,
+            web,
+            &data,
+            vec![data.clone()],
+            &["--configs", &configs],
+        )
     }
 
     /// Starts `arlbook serve` on a loopback port with a scratch web folder holding
@@ -243,4 +251,67 @@ impl Drop for Server {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// A plain static file server on a loopback port, with no API: the notebook as it is
+/// opened from a folder or a static host (every `/api/...` answers 404). App routes
+/// without a file get `index.html`. Runs until the process ends.
+///
+/// # Panics
+/// If no loopback port can be bound.
+pub fn serve_static(dir: &Path) -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("binding a loopback port");
+    let addr = listener
+        .local_addr()
+        .expect("the bound address")
+        .to_string();
+    let dir = dir.to_path_buf();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let dir = dir.clone();
+            std::thread::spawn(move || answer_static(&dir, stream));
+        }
+    });
+    addr
+}
+
+fn answer_static(dir: &Path, mut stream: TcpStream) {
+    let mut reader = BufReader::new(match stream.try_clone() {
+        Ok(s) => s,
+        Err(_) => return,
+    });
+    let mut request_line = String::new();
+    if reader.read_line(&mut request_line).is_err() {
+        return;
+    }
+    // Skip the headers.
+    let mut line = String::new();
+    while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+        line.clear();
+    }
+    let path = request_line.split_whitespace().nth(1).unwrap_or("/");
+    let path = path.split(['?', '#']).next().unwrap_or("/");
+    let safe = !path.contains("..");
+    let file = dir.join(path.trim_start_matches('/'));
+    let (status, body, kind) = if !safe || path.starts_with("/api/") {
+        ("404 Not Found", b"not found".to_vec(), "text/plain")
+    } else if file.is_file() {
+        let kind = match file.extension().and_then(|e| e.to_str()) {
+            Some("js") => "text/javascript",
+            Some("wasm") => "application/wasm",
+            Some("css") => "text/css",
+            Some("html") => "text/html",
+            _ => "application/octet-stream",
+        };
+        ("200 OK", std::fs::read(&file).unwrap_or_default(), kind)
+    } else {
+        let index = std::fs::read(dir.join("index.html")).unwrap_or_default();
+        ("200 OK", index, "text/html")
+    };
+    let head = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    let _ = stream.write_all(head.as_bytes());
+    let _ = stream.write_all(&body);
 }

@@ -24,6 +24,7 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         Some("gpu") => bench_gpu(),
         Some("train") => crate::bench_train::run(),
         Some("server") => crate::bench_server::run_bench(),
+        Some("web") => crate::bench_web::run_bench(),
         Some(other) => {
             bail!("unknown bench suite `{other}` (available: core, gpu, train, server, web)")
         }

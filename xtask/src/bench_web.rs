@@ -50,10 +50,15 @@ pub fn run_bench() -> anyhow::Result<()> {
         println!("{name:<24} {raw:>12} {gzip:>12}");
     }
     println!(
-        "{:<24} {raw_total:>12} {gzip_total:>12}  ({:.2} MB gzipped; budget {:.1} MB)",
+        "{:<24} {raw_total:>12} {gzip_total:>12}  ({:.2} MB gzipped; budget {:.1} MB: {})",
         "total",
         gzip_total as f64 / 1e6,
-        TARGET_GZIP_BYTES as f64 / 1e6
+        TARGET_GZIP_BYTES as f64 / 1e6,
+        if gzip_total <= TARGET_GZIP_BYTES {
+            "within"
+        } else {
+            "over"
+        }
     );
 
     let mut test = cargo();

@@ -21,6 +21,7 @@ use arlbook_tests::browser::{self, Gpu};
 use arlbook_tests::cli::{Arlbook, workspace_root};
 use arlbook_tests::http::Server;
 
+mod live;
 mod reader;
 
 fn enabled() -> bool {
@@ -93,7 +94,7 @@ fn notebook_in_headless_chromium() {
         base: format!("http://{}", server.addr),
         failures: Vec::new(),
     };
-    let groups: [(&str, CheckGroup); 8] = [
+    let groups: [(&str, CheckGroup); 10] = [
         ("article", article_numbers),
         ("explorer", explorer_computes),
         ("embed", embed_state_is_restored),
@@ -102,6 +103,8 @@ fn notebook_in_headless_chromium() {
         ("chapters", chapters_load_with_their_figures),
         ("reader", reader::controls_move_the_numbers),
         ("latency", reader::redraw_latency),
+        ("live", live::a_job_started_from_the_page_streams_to_its_end),
+        ("static", live::without_a_server_the_recorded_run_is_shown),
     ];
     // `ARLBOOK_E2E_ONLY=reader,latency` runs only those groups (while working on them).
     let only = std::env::var("ARLBOOK_E2E_ONLY").unwrap_or_default();

@@ -1,0 +1,216 @@
+//! The live-training chapter against the real server and without one.
+//!
+//! With `arlbook serve`: the chapter finds the server, lists the presets, starts a tiny
+//! job from its form (4 SFT steps, 1 GRPO step of `cpu-small`), follows its metrics
+//! stream to the end, and shows exactly the rows the job wrote. From plain static files
+//! (no API): it says so and charts the recorded run bundled with the app.
+
+use std::time::Duration;
+
+use arlbook_tests::browser::Gpu;
+use arlbook_tests::cli::workspace_root;
+use arlbook_tests::http;
+use arlbook_tests::webdriver::Browser;
+use serde_json::{Value, json};
+
+use super::{Checks, web_dir};
+
+const PAGE: &str = "/chapter/live-training";
+/// Loading the page and asking the server whether it is there.
+const SETTLE: Duration = Duration::from_secs(30);
+/// A 5-step job on a loaded 2-core machine, with its process start-up.
+const JOB: Duration = Duration::from_secs(600);
+
+fn data(browser: &Browser, id: &str, key: &str) -> Option<String> {
+    browser
+        .execute(
+            "const e = document.getElementById(arguments[0]); \
+             return e === null ? null : (e.dataset[arguments[1]] ?? null);",
+            &[json!(id), json!(key)],
+        )
+        .as_str()
+        .map(str::to_owned)
+}
+
+fn readout(browser: &Browser, id: &str) -> Option<f64> {
+    data(browser, id, "value")?.parse().ok()
+}
+
+/// Waits until the chapter has decided whether a server is there; returns the mode.
+fn mode(browser: &Browser) -> Option<String> {
+    browser
+        .wait_for(
+            "const e = document.getElementById('live-mode'); \
+             return e !== null && e.dataset.mode !== 'checking' ? e.dataset.mode : null;",
+            &[],
+            SETTLE,
+        )?
+        .as_str()
+        .map(str::to_owned)
+}
+
+/// Served by `arlbook serve`: a job started from the form is streamed to its end.
+pub fn a_job_started_from_the_page_streams_to_its_end(checks: &mut Checks) {
+    let browser = Browser::start(Gpu::Disabled, 1100, 1400);
+    browser.goto(&format!("{}{PAGE}", checks.base));
+    let found = mode(&browser);
+    if found.as_deref() != Some("server") {
+        checks
+            .failures
+            .push(format!("{PAGE}: served by arlbook, the mode is {found:?}"));
+        return;
+    }
+    let presets = browser.wait_for(
+        "return document.querySelectorAll('#live-preset option').length || null;",
+        &[],
+        SETTLE,
+    );
+    if presets.is_none() {
+        checks.failures.push(format!("{PAGE}: no presets listed"));
+        return;
+    }
+    for (id, value) in [("live-sft-steps", "4"), ("live-grpo-steps", "1")] {
+        match browser.find(id, SETTLE) {
+            Some(field) => browser.send_keys(&field, value),
+            None => checks.failures.push(format!("{PAGE}: no field {id}")),
+        }
+    }
+    let Some(start) = browser.find("live-start", SETTLE) else {
+        checks.failures.push(format!("{PAGE}: no start button"));
+        return;
+    };
+    browser.click(&start);
+    let job = browser.wait_for(
+        "const e = document.getElementById('live-stream'); \
+         return e !== null && e.dataset.job ? e.dataset.job : null;",
+        &[],
+        SETTLE,
+    );
+    let Some(job) = job.and_then(|v| v.as_str().map(str::to_owned)) else {
+        let error = browser.execute(
+            "const e = document.getElementById('live-error'); return e && e.textContent;",
+            &[],
+        );
+        checks.failures.push(format!(
+            "{PAGE}: starting a job watched nothing (error: {error})"
+        ));
+        return;
+    };
+    let ended = browser.wait_for(
+        "const e = document.getElementById('live-stream'); \
+         return e !== null && e.dataset.state === 'ended';",
+        &[],
+        JOB,
+    );
+    if ended.is_none() {
+        let state = data(&browser, "live-stream", "state");
+        checks.failures.push(format!(
+            "{PAGE}: job {job}'s stream did not end (state {state:?})"
+        ));
+        return;
+    }
+    // The job's own record: its state and the rows it wrote.
+    let (status, body) = http::request(
+        checks.base.trim_start_matches("http://"),
+        "GET",
+        &format!("/api/jobs/{job}"),
+        &[],
+        b"",
+    );
+    let record: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+    let dir = record["dir"].as_str().unwrap_or_default();
+    let rows: Vec<Value> = std::fs::read_to_string(format!("{dir}/metrics.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    if status != 200 || record["state"] != "succeeded" || rows.is_empty() {
+        checks.failures.push(format!(
+            "{PAGE}: job {job} is {} with {} rows ({status})",
+            record["state"],
+            rows.len()
+        ));
+        return;
+    }
+    let shown_state = browser.wait_for(
+        "const e = document.getElementById(arguments[0]); \
+         return e !== null && e.dataset.state === 'succeeded';",
+        &[json!(format!("live-job-{job}-state"))],
+        SETTLE,
+    );
+    if shown_state.is_none() {
+        checks.failures.push(format!(
+            "{PAGE}: the job list does not show job {job} succeeded"
+        ));
+    }
+    let last_step = rows
+        .iter()
+        .rev()
+        .find_map(|r| r["step"].as_f64())
+        .unwrap_or(f64::NAN);
+    for (id, want) in [("live-rows", rows.len() as f64), ("live-step", last_step)] {
+        let got = readout(&browser, id);
+        if got != Some(want) {
+            checks
+                .failures
+                .push(format!("{PAGE}: {id} = {got:?}, the job wrote {want}"));
+        }
+    }
+    let search = browser.execute("return location.search;", &[]);
+    if !search
+        .as_str()
+        .unwrap_or_default()
+        .contains(&format!("job={job}"))
+    {
+        checks
+            .failures
+            .push(format!("{PAGE}: the URL {search} does not name job {job}"));
+    }
+    eprintln!(
+        "live chapter: job {job} started from the page streamed {} rows to its end",
+        rows.len()
+    );
+}
+
+/// From static files: the chapter says there is no server and shows the recorded run.
+pub fn without_a_server_the_recorded_run_is_shown(checks: &mut Checks) {
+    let addr = http::serve_static(&web_dir());
+    let browser = Browser::start(Gpu::Disabled, 1100, 1400);
+    browser.goto(&format!("http://{addr}{PAGE}"));
+    let found = mode(&browser);
+    if found.as_deref() != Some("recorded") {
+        checks
+            .failures
+            .push(format!("static {PAGE}: the mode is {found:?}"));
+        return;
+    }
+    let recorded = std::fs::read_to_string(
+        workspace_root()
+            .join("app")
+            .join("data")
+            .join("recorded-run.jsonl"),
+    )
+    .unwrap_or_default();
+    let rows = recorded.lines().filter(|l| !l.trim().is_empty()).count() as f64;
+    let drawn = browser.wait_for(
+        "const e = document.getElementById('live-rows'); \
+         return e !== null && Number(e.dataset.value) === arguments[0];",
+        &[json!(rows)],
+        SETTLE,
+    );
+    if drawn.is_none() {
+        let got = readout(&browser, "live-rows");
+        checks.failures.push(format!(
+            "static {PAGE}: live-rows = {got:?}, the recording has {rows}"
+        ));
+    }
+    let start = browser.execute(
+        "return document.getElementById('live-start') !== null;",
+        &[],
+    );
+    if start == Value::Bool(true) {
+        checks
+            .failures
+            .push(format!("static {PAGE}: a start button without a server"));
+    }
+}
