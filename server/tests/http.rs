@@ -151,3 +151,109 @@ fn app_routes_get_the_page_and_missing_files_a_404() {
     assert_eq!(status, 404, "{body}");
     assert!(json_body(&body)["error"].is_object(), "{body}");
 }
+
+/// Every number in a JSON value is finite (serde writes NaN and infinities as `null`).
+fn has_null(value: &Value) -> bool {
+    match value {
+        Value::Null => true,
+        Value::Array(items) => items.iter().any(has_null),
+        Value::Object(fields) => fields.values().any(has_null),
+        _ => false,
+    }
+}
+
+/// Checks one answer to a hostile request: a computed answer with finite numbers, or a
+/// 4xx whose JSON error names a field (`expect_field`, when given, as its prefix).
+fn check_hostile(name: &str, body: &str, status: u16, text: &str, expect_field: Option<&str>) {
+    let value = json_body(text);
+    if status == 200 {
+        assert!(expect_field.is_none(), "{name} accepted {body}: {text}");
+        assert!(
+            !has_null(&value),
+            "{name} answered a non-finite number to {body}: {text}"
+        );
+        return;
+    }
+    assert!(
+        (400..500).contains(&status),
+        "{name} {body}: {status} {text}"
+    );
+    let field = value["error"]["field"].as_str().unwrap_or_default();
+    assert!(!field.is_empty(), "{name} {body}: no field named: {text}");
+    if let Some(prefix) = expect_field {
+        assert!(
+            field.starts_with(prefix),
+            "{name} {body}: field {field}, expected {prefix}"
+        );
+    }
+}
+
+#[test]
+fn hostile_compute_requests_get_4xx_naming_the_field() {
+    let server = start_server();
+    let names: Vec<&str> = arlbook_core::api::ENTRIES.iter().map(|e| e.name).collect();
+    let mut state = 0x9e37_79b9_u64;
+    let mut next = move |n: usize| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state % n.max(1) as u64) as usize
+    };
+    for name in &names {
+        let path = format!("/api/compute/{name}");
+        let (_, example) = server.request("GET", &format!("{path}/example"), b"");
+        let example = json_body(&example);
+        let Value::Object(fields) = &example else {
+            panic!("{name}: example {example}");
+        };
+        // Each field with the wrong type, NaN spelled as a string, huge and tiny numbers.
+        for (key, original) in fields {
+            let wrong_type = if original.is_string() {
+                json!(12345)
+            } else {
+                json!("x")
+            };
+            let mut cases = vec![(wrong_type, Some(key.as_str()))];
+            if original.is_number() {
+                cases.push((json!("NaN"), Some(key.as_str())));
+                cases.push((json!(1e308), None));
+                cases.push((json!(-1e308), None));
+                cases.push((json!(u64::MAX), None));
+            }
+            cases.push((json!([[[]]]), None));
+            for (replacement, expect_field) in cases {
+                let mut body = example.clone();
+                body[key] = replacement;
+                let text = body.to_string();
+                let (status, answer) = server.request("POST", &path, text.as_bytes());
+                check_hostile(name, &text, status, &answer, expect_field);
+            }
+        }
+        // Byte-level noise on the valid example.
+        let valid = example.to_string().into_bytes();
+        let noise = b"{}[]\":,0-9eE.nulltrue\\ \x00\xff";
+        for _ in 0..20 {
+            let mut body = valid.clone();
+            for _ in 0..=next(3) {
+                let at = next(body.len());
+                match (body.is_empty(), next(3)) {
+                    (false, 0) => body[at] = noise[next(noise.len())],
+                    (false, 1) => body.truncate(at),
+                    _ => body.insert(at, noise[next(noise.len())]),
+                }
+            }
+            let (status, answer) = server.request("POST", &path, &body);
+            check_hostile(name, &String::from_utf8_lossy(&body), status, &answer, None);
+        }
+    }
+    // Work beyond the limit is refused before it starts, naming the field.
+    let request = json!({"p": 0.5, "q": [0.75, 0.35], "group_size": 4,
+                         "samples": 400_000_000u64, "estimates": 10, "seed": 1});
+    let (status, body) = server.request(
+        "POST",
+        "/api/compute/bandit-gradient",
+        request.to_string().as_bytes(),
+    );
+    assert_eq!(status, 422, "{body}");
+    assert_eq!(json_body(&body)["error"]["field"], "samples");
+}
