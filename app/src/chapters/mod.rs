@@ -72,6 +72,7 @@ macro_rules! figures {
 }
 
 figures! {
+    agents::episode::Episode,
     ledger::token_ledger::TokenLedger,
     policy_gradient::bandit::Bandit,
     off_policy::importance::Importance,

@@ -163,6 +163,10 @@ fn article_numbers(checks: &mut Checks) {
             ],
         ),
         (
+            "/embed/episode?task=article&policy=teacher",
+            &[("episode-reward", 1.0), ("episode-visible", 1.0)],
+        ),
+        (
             "/embed/rollout-budget?b=32&g=4&k=100&l=2000&demos=1000&demo_alpha=0.25",
             &[
                 ("rollout-budget-trajectories", 12_800.0),

@@ -2,6 +2,8 @@
 
 use super::{Block, Chapter};
 
+pub mod episode;
+
 /// The chapter.
 pub const CHAPTER: Chapter = Chapter {
     id: "agents",
@@ -38,5 +40,6 @@ pub const CHAPTER: Chapter = Chapter {
              environment fault (a crashed tool) is not the policy's failure. The record of \
              each episode keeps these reasons.",
         ),
+        Block::Figure("episode"),
     ],
 };
