@@ -192,7 +192,7 @@ impl Figure for Episode {
         let (_, height) = area.dim_in_pixel();
         let px = |css: f64| i32::try_from(style.px(css)).unwrap_or(i32::MAX);
         let bottom_limit = i32::try_from(height).unwrap_or(i32::MAX);
-        let line = px(15.0);
+        let line = px(18.0);
         let chars = if style.narrow {
             LINE_CHARS / 2
         } else {
@@ -232,14 +232,14 @@ impl Figure for Episode {
             let action_color = if turn.parsed { BLUE } else { RED };
             area.draw_text(
                 &format!("{}. {}", t + 1, one_line(&turn.action, chars)),
-                &style.text_colored(12.0, action_color),
+                &style.text_colored(14.0, action_color),
                 (left, y),
             )?;
             y += line;
             for observation in turn.observation.lines().take(OBSERVATION_LINES) {
                 area.draw_text(
                     &format!("   {}", one_line(observation, chars)),
-                    &style.text_colored(11.0, ORANGE),
+                    &style.text_colored(13.0, ORANGE),
                     (left, y),
                 )?;
                 y += line;
@@ -253,7 +253,7 @@ impl Figure for Episode {
                     output.end_reason,
                     crate::figure::format_number(output.reward)
                 ),
-                &style.text_colored(12.0, INK),
+                &style.text_colored(14.0, INK),
                 (left, y.min(bottom_limit - line)),
             )?;
         }
