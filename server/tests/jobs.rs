@@ -366,6 +366,46 @@ fn a_server_killed_mid_job_resumes_it_on_restart_with_every_row_once() {
 }
 
 #[test]
+fn a_server_stopped_with_sigterm_marks_its_job_interrupted_and_resumes_it() {
+    let data = scratch("term");
+    let mut server = start(&data, &[]);
+    let sft_steps = 40;
+    let id = submit(&server, &tiny(sft_steps))["id"].as_u64().unwrap();
+    wait_for(&server, id, Duration::from_secs(300), |v| {
+        v["checkpoint"].is_string() || is_final(v)
+    });
+    let before = job(&server, id);
+    assert_eq!(before["state"], "running", "{before}");
+    let dir = before["dir"].as_str().unwrap().to_owned();
+    let status = server
+        .terminate(Duration::from_secs(30))
+        .expect("the server did not stop within 30 s of SIGTERM");
+    assert!(status.success(), "exit status {status}");
+    // The training process went with it: nothing runs on the job's folder.
+    let started = Instant::now();
+    while std::process::Command::new("pgrep")
+        .args(["-f", &format!("--out {dir}")])
+        .status()
+        .is_ok_and(|s| s.success())
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the training process outlived the server"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let mut server = start(&data, &[]);
+    let (rows, end) = read_events(&server, &format!("/api/jobs/{id}/metrics"));
+    assert_eq!(end["state"], "succeeded", "{end}");
+    let view = job(&server, id);
+    assert_eq!(view["resumes"], 1, "{view}");
+    assert_eq!(keys(&rows), expected_keys(sft_steps));
+    assert_eq!(keys(&file_rows(&view)), expected_keys(sft_steps));
+    server.kill();
+    cleanup(&data);
+}
+
+#[test]
 fn the_queue_starts_jobs_in_order_and_cancel_kills_the_process() {
     let data = scratch("queue");
     let server = start(&data, &["--max-jobs", "1"]);

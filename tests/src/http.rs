@@ -128,6 +128,29 @@ impl Server {
         self.child.id()
     }
 
+    /// Asks the server to stop with SIGTERM (as `systemctl stop` or Ctrl-C would) and
+    /// waits up to `limit` for it to exit; returns its exit status, or `None` when it
+    /// was still running at the limit (it is then killed).
+    ///
+    /// # Panics
+    /// If the `kill` command cannot be run.
+    pub fn terminate(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
+        let sent = std::process::Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .expect("running kill -TERM");
+        assert!(sent.success(), "kill -TERM failed");
+        let started = std::time::Instant::now();
+        while started.elapsed() < limit {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        self.kill();
+        None
+    }
+
     /// Kills the server with SIGKILL (no chance to clean up) and waits for it.
     pub fn kill(&mut self) {
         let _ = self.child.kill();

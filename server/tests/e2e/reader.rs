@@ -17,6 +17,8 @@ use super::Checks;
 const FIRST_DRAW: Duration = Duration::from_secs(30);
 /// How long one change may take to be drawn before it counts as lost.
 const ONE_REDRAW: Duration = Duration::from_secs(20);
+/// Time given to a figure to redraw on the GPU path after WebGPU has started.
+const SETTLE_AFTER_START: Duration = Duration::from_millis(500);
 /// Control changes timed per figure.
 const LATENCY_SAMPLES: usize = 20;
 
@@ -337,6 +339,22 @@ pub fn redraw_latency(checks: &mut Checks) {
                 checks.failures.push(format!("{path}: never drew"));
                 continue;
             }
+            // With WebGPU the first numbers come from the CPU while the device starts;
+            // the figure recomputes once it is ready. Time the steady state after that.
+            let started = browser.wait_for(
+                "const b = document.getElementById(arguments[0] + '-backend'); \
+                 return b !== null && b.dataset.backend !== 'waiting' \
+                   && !b.textContent.includes('starting');",
+                &[json!(id)],
+                FIRST_DRAW,
+            );
+            if started.is_none() {
+                checks
+                    .failures
+                    .push(format!("{path}: WebGPU never finished starting"));
+                continue;
+            }
+            std::thread::sleep(SETTLE_AFTER_START);
             let limit_ms = u64::try_from(ONE_REDRAW.as_millis()).unwrap_or(u64::MAX);
             let answer = browser.execute_async(
                 TIME_REDRAWS,
