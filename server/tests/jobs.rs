@@ -377,17 +377,24 @@ fn a_server_stopped_with_sigterm_marks_its_job_interrupted_and_resumes_it() {
     let before = job(&server, id);
     assert_eq!(before["state"], "running", "{before}");
     let dir = before["dir"].as_str().unwrap().to_owned();
+    // A process whose command line is `... train ... <dir> ...` (read from /proc).
+    let trainer_running = || {
+        std::fs::read_dir("/proc")
+            .into_iter()
+            .flatten()
+            .filter_map(Result::ok)
+            .filter_map(|entry| std::fs::read(entry.path().join("cmdline")).ok())
+            .map(|raw| String::from_utf8_lossy(&raw).replace('\0', " "))
+            .any(|cmdline| cmdline.contains(" train ") && cmdline.contains(&dir))
+    };
+    assert!(trainer_running(), "no training process found for {dir}");
     let status = server
         .terminate(Duration::from_secs(30))
         .expect("the server did not stop within 30 s of SIGTERM");
     assert!(status.success(), "exit status {status}");
     // The training process went with it: nothing runs on the job's folder.
     let started = Instant::now();
-    while std::process::Command::new("pgrep")
-        .args(["-f", &format!("--out {dir}")])
-        .status()
-        .is_ok_and(|s| s.success())
-    {
+    while trainer_running() {
         assert!(
             started.elapsed() < Duration::from_secs(20),
             "the training process outlived the server"

@@ -133,12 +133,13 @@ impl Server {
     /// was still running at the limit (it is then killed).
     ///
     /// # Panics
-    /// If the `kill` command cannot be run.
+    /// If `sh` cannot be run.
     pub fn terminate(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
-        let sent = std::process::Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
+        // The shell's built-in `kill`: no dependency on procps being installed.
+        let sent = std::process::Command::new("sh")
+            .args(["-c", &format!("kill -TERM {}", self.child.id())])
             .status()
-            .expect("running kill -TERM");
+            .expect("running sh -c 'kill -TERM'");
         assert!(sent.success(), "kill -TERM failed");
         let started = std::time::Instant::now();
         while started.elapsed() < limit {
