@@ -3,6 +3,8 @@
 //! The browser draws in device pixels (a canvas of `css width × devicePixelRatio`), so
 //! every size goes through [`Style::px`]; SVG export uses a scale of 1.
 
+use plotters::chart::MeshStyle;
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
@@ -107,6 +109,45 @@ impl Style {
     pub fn label_area(&self) -> u32 {
         self.px(42.0)
     }
+}
+
+/// The coordinates of a plain numeric chart.
+pub type NumericChart<'a, DB> = ChartContext<'a, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+/// A numeric chart in the notebook's frame on `area`: `caption` above, the standard
+/// margin and label areas, axes over `x` and `y`.
+///
+/// # Errors
+/// When the backend fails to draw.
+pub fn framed_chart<'a, DB: DrawingBackend>(
+    area: &'a DrawingArea<DB, plotters::coord::Shift>,
+    caption: &str,
+    style: &Style,
+    x: std::ops::Range<f64>,
+    y: std::ops::Range<f64>,
+) -> Result<NumericChart<'a, DB>, DrawingAreaErrorKind<DB::ErrorType>> {
+    ChartBuilder::on(area)
+        .caption(caption, style.text(13.0))
+        .margin(style.margin())
+        .x_label_area_size(style.px(30.0))
+        .y_label_area_size(style.label_area())
+        .build_cartesian_2d(x, y)
+}
+
+/// The notebook's grid, axes and tick labels for `chart`; the caller adds axis
+/// descriptions or tick counts and draws it.
+pub fn mesh<'a, 'b, DB: DrawingBackend>(
+    chart: &'b mut NumericChart<'a, DB>,
+    style: &Style,
+) -> MeshStyle<'a, 'b, RangedCoordf64, RangedCoordf64, DB> {
+    let mut mesh = chart.configure_mesh();
+    mesh.light_line_style(WHITE)
+        .bold_line_style(SHADE)
+        .axis_style(style.line(MUTED, 1.0))
+        .label_style(style.text(11.0))
+        .x_label_formatter(&axis_label)
+        .y_label_formatter(&axis_label);
+    mesh
 }
 
 /// An axis tick label: at most four decimals, no `-0`.

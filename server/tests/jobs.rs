@@ -325,18 +325,24 @@ fn a_job_trains_and_streams_every_metrics_row_once() {
     cleanup(&data);
 }
 
-#[test]
-fn a_server_killed_mid_job_resumes_it_on_restart_with_every_row_once() {
-    let data = scratch("kill");
-    let mut server = start(&data, &[]);
-    let sft_steps = 40;
+/// A server on `data` running a tiny job of `sft_steps` SFT steps, returned once the
+/// job has a checkpoint but is far from done: the server, the job id and its view.
+fn job_past_its_first_checkpoint(data: &Path, sft_steps: u64) -> (Server, u64, Value) {
+    let server = start(data, &[]);
     let id = submit(&server, &tiny(sft_steps))["id"].as_u64().unwrap();
-    // Kill the server once the job has a checkpoint but is far from done.
     wait_for(&server, id, Duration::from_secs(300), |v| {
         v["checkpoint"].is_string() || is_final(v)
     });
     let before = job(&server, id);
     assert_eq!(before["state"], "running", "{before}");
+    (server, id, before)
+}
+
+#[test]
+fn a_server_killed_mid_job_resumes_it_on_restart_with_every_row_once() {
+    let data = scratch("kill");
+    let sft_steps = 40;
+    let (mut server, id, before) = job_past_its_first_checkpoint(&data, sft_steps);
     let rows_before = file_rows(&before).len();
     server.kill();
     let mut server = start(&data, &[]);
@@ -368,14 +374,8 @@ fn a_server_killed_mid_job_resumes_it_on_restart_with_every_row_once() {
 #[test]
 fn a_server_stopped_with_sigterm_marks_its_job_interrupted_and_resumes_it() {
     let data = scratch("term");
-    let mut server = start(&data, &[]);
     let sft_steps = 40;
-    let id = submit(&server, &tiny(sft_steps))["id"].as_u64().unwrap();
-    wait_for(&server, id, Duration::from_secs(300), |v| {
-        v["checkpoint"].is_string() || is_final(v)
-    });
-    let before = job(&server, id);
-    assert_eq!(before["state"], "running", "{before}");
+    let (mut server, id, before) = job_past_its_first_checkpoint(&data, sft_steps);
     let dir = before["dir"].as_str().unwrap().to_owned();
     // A process whose command line is `... train ... <dir> ...` (read from /proc).
     let trainer_running = || {

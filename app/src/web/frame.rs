@@ -82,6 +82,23 @@ fn draw(
     }
 }
 
+/// Readouts as the items of a definition list: the label, the formatted value, and the
+/// full-precision value in `data-value` (what the browser tests read).
+pub(super) fn readout_items(readouts: Vec<Readout>) -> impl IntoView {
+    readouts
+        .into_iter()
+        .map(|r| {
+            let text = r.text();
+            view! {
+                <div class="readout">
+                    <dt>{r.label}</dt>
+                    <dd id=r.id data-value=r.value.to_string()>{text}</dd>
+                </div>
+            }
+        })
+        .collect_view()
+}
+
 /// One figure with its frame.
 #[component]
 pub fn FigureFrame(figure: &'static dyn AnyFigure, embed: bool) -> impl IntoView {
@@ -180,23 +197,7 @@ pub fn FigureFrame(figure: &'static dyn AnyFigure, embed: bool) -> impl IntoView
             <p class="error" id=format!("{id}-error") hidden=move || error.get().is_none()>
                 {move || error.get().unwrap_or_default()}
             </p>
-            <dl class="readouts">
-                {move || {
-                    readouts
-                        .get()
-                        .into_iter()
-                        .map(|r| {
-                            let text = r.text();
-                            view! {
-                                <div class="readout">
-                                    <dt>{r.label}</dt>
-                                    <dd id=r.id data-value=r.value.to_string()>{text}</dd>
-                                </div>
-                            }
-                        })
-                        .collect_view()
-                }}
-            </dl>
+            <dl class="readouts">{move || readout_items(readouts.get())}</dl>
             <figcaption>
                 <strong>"What to try. "</strong>
                 {meta.caption}

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use crate::compute::{compute, number, numbers};
 use crate::figure::{DrawResult, Figure, Meta, Readout, State, slider};
-use crate::plot::{self, BLUE, MUTED, ORANGE, SHADE, Style};
+use crate::plot::{self, BLUE, MUTED, ORANGE, Style};
 
 /// The figure.
 pub struct KlFit;
@@ -138,16 +138,7 @@ impl Figure for KlFit {
             .x_label_area_size(style.px(30.0))
             .y_label_area_size(style.label_area())
             .build_cartesian_2d(-0.5..OUTCOMES as f64 - 0.5, 0.0..top.max(0.01) * 1.1)?;
-        chart
-            .configure_mesh()
-            .light_line_style(WHITE)
-            .bold_line_style(SHADE)
-            .axis_style(style.line(MUTED, 1.0))
-            .label_style(style.text(11.0))
-            .x_label_formatter(&plot::axis_label)
-            .y_label_formatter(&plot::axis_label)
-            .x_desc("outcome")
-            .draw()?;
+        plot::mesh(&mut chart, style).x_desc("outcome").draw()?;
         chart.draw_series(output.teacher.iter().enumerate().map(|(i, p)| {
             let x = i as f64;
             Rectangle::new([(x - 0.4, 0.0), (x + 0.4, *p)], MUTED.mix(0.35).filled())

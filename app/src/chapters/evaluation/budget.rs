@@ -13,7 +13,7 @@ use serde_json::json;
 
 use crate::compute::{compute, number};
 use crate::figure::{DrawResult, Figure, Meta, Readout, State, slider};
-use crate::plot::{self, BLUE, INK, MUTED, ORANGE, SHADE, Style};
+use crate::plot::{self, BLUE, INK, ORANGE, Style};
 
 /// The figure.
 pub struct RolloutBudget;
@@ -181,22 +181,14 @@ impl Figure for RolloutBudget {
         let millions = 1e6;
         let last_round = output.tokens_by_round.last().map_or(1.0, |p| p.0);
         let (_, top) = plot::extent(output.tokens_by_round.iter().map(|p| p.2 / millions));
-        let mut left = ChartBuilder::on(&columns[0])
-            .caption(
-                "generated tokens (millions): kept (blue), with rejections (orange)",
-                style.text(13.0),
-            )
-            .margin(style.margin())
-            .x_label_area_size(style.px(30.0))
-            .y_label_area_size(style.label_area())
-            .build_cartesian_2d(0.0..last_round, 0.0..top.max(1e-6) * 1.08)?;
-        left.configure_mesh()
-            .light_line_style(WHITE)
-            .bold_line_style(SHADE)
-            .axis_style(style.line(MUTED, 1.0))
-            .label_style(style.text(11.0))
-            .x_label_formatter(&plot::axis_label)
-            .y_label_formatter(&plot::axis_label)
+        let mut left = plot::framed_chart(
+            &columns[0],
+            "generated tokens (millions): kept (blue), with rejections (orange)",
+            style,
+            0.0..last_round,
+            0.0..top.max(1e-6) * 1.08,
+        )?;
+        plot::mesh(&mut left, style)
             .x_desc("collection round")
             .draw()?;
         left.draw_series(LineSeries::new(
@@ -209,23 +201,14 @@ impl Figure for RolloutBudget {
         ))?;
 
         let (_, top) = plot::extent(output.attempts_by_acceptance.iter().map(|p| p.1));
-        let mut right = ChartBuilder::on(&columns[1])
-            .caption(
-                format!("attempts for {} accepted demonstrations", output.demos),
-                style.text(13.0),
-            )
-            .margin(style.margin())
-            .x_label_area_size(style.px(30.0))
-            .y_label_area_size(style.label_area())
-            .build_cartesian_2d(0.0..1.0, 0.0..top.max(1.0) * 1.08)?;
-        right
-            .configure_mesh()
-            .light_line_style(WHITE)
-            .bold_line_style(SHADE)
-            .axis_style(style.line(MUTED, 1.0))
-            .label_style(style.text(11.0))
-            .x_label_formatter(&plot::axis_label)
-            .y_label_formatter(&plot::axis_label)
+        let mut right = plot::framed_chart(
+            &columns[1],
+            &format!("attempts for {} accepted demonstrations", output.demos),
+            style,
+            0.0..1.0,
+            0.0..top.max(1.0) * 1.08,
+        )?;
+        plot::mesh(&mut right, style)
             .x_desc("acceptance rate")
             .draw()?;
         right.draw_series(LineSeries::new(

@@ -12,7 +12,7 @@ use serde_json::json;
 
 use crate::compute::{compute, number};
 use crate::figure::{DrawResult, Figure, Meta, Readout, State, slider};
-use crate::plot::{self, BLUE, INK, MUTED, ORANGE, SHADE, Style};
+use crate::plot::{self, BLUE, INK, ORANGE, Style};
 
 /// The figure.
 pub struct PassAtK;
@@ -143,24 +143,14 @@ impl Figure for PassAtK {
     ) -> DrawResult<DB> {
         let columns = area.split_evenly(style.grid(2));
         let n = output.curve.len().max(1) as f64;
-        let mut left = ChartBuilder::on(&columns[0])
-            .caption(
-                "pass@k: unbiased (blue) vs plug-in (orange)",
-                style.text(13.0),
-            )
-            .margin(style.margin())
-            .x_label_area_size(style.px(30.0))
-            .y_label_area_size(style.label_area())
-            .build_cartesian_2d(0.5..n + 0.5, 0.0..1.05)?;
-        left.configure_mesh()
-            .light_line_style(WHITE)
-            .bold_line_style(SHADE)
-            .axis_style(style.line(MUTED, 1.0))
-            .label_style(style.text(11.0))
-            .x_label_formatter(&plot::axis_label)
-            .y_label_formatter(&plot::axis_label)
-            .x_desc("k")
-            .draw()?;
+        let mut left = plot::framed_chart(
+            &columns[0],
+            "pass@k: unbiased (blue) vs plug-in (orange)",
+            style,
+            0.5..n + 0.5,
+            0.0..1.05,
+        )?;
+        plot::mesh(&mut left, style).x_desc("k").draw()?;
         left.draw_series(LineSeries::new(
             output.curve.iter().map(|(k, e, _)| (*k, *e)),
             style.line(BLUE, 2.0),
@@ -176,26 +166,17 @@ impl Figure for PassAtK {
         ])?;
 
         let (_, top) = plot::extent(output.half_widths.iter().map(|(_, h)| *h));
-        let mut right = ChartBuilder::on(&columns[1])
-            .caption(
-                format!(
-                    "95% half-width at success rate {}",
-                    crate::figure::format_number(output.rate)
-                ),
-                style.text(13.0),
-            )
-            .margin(style.margin())
-            .x_label_area_size(style.px(30.0))
-            .y_label_area_size(style.label_area())
-            .build_cartesian_2d(0.0..2000.0, 0.0..top.max(0.01) * 1.1)?;
-        right
-            .configure_mesh()
-            .light_line_style(WHITE)
-            .bold_line_style(SHADE)
-            .axis_style(style.line(MUTED, 1.0))
-            .label_style(style.text(11.0))
-            .x_label_formatter(&plot::axis_label)
-            .y_label_formatter(&plot::axis_label)
+        let mut right = plot::framed_chart(
+            &columns[1],
+            &format!(
+                "95% half-width at success rate {}",
+                crate::figure::format_number(output.rate)
+            ),
+            style,
+            0.0..2000.0,
+            0.0..top.max(0.01) * 1.1,
+        )?;
+        plot::mesh(&mut right, style)
             .x_desc("tasks")
             .x_labels(5)
             .draw()?;

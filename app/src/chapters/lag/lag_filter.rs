@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 use crate::compute::{compute, number};
 use crate::figure::{DrawResult, Figure, Meta, Readout, State, slider};
-use crate::plot::{self, BLUE, GREEN, MUTED, RED, SHADE, Style};
+use crate::plot::{self, BLUE, GREEN, RED, Style};
 
 /// The figure.
 pub struct LagFilter;
@@ -144,13 +144,7 @@ impl Figure for LagFilter {
             .x_label_area_size(style.px(30.0))
             .y_label_area_size(style.label_area())
             .build_cartesian_2d(-0.5..lags - 0.5, 0.0..top.max(0.01) * 1.1)?;
-        left.configure_mesh()
-            .light_line_style(WHITE)
-            .bold_line_style(SHADE)
-            .axis_style(style.line(MUTED, 1.0))
-            .label_style(style.text(11.0))
-            .x_label_formatter(&plot::axis_label)
-            .y_label_formatter(&plot::axis_label)
+        plot::mesh(&mut left, style)
             .x_desc("lag (policy versions)")
             .draw()?;
         left.draw_series(shares.iter().enumerate().map(|(lag, share)| {
@@ -165,22 +159,14 @@ impl Figure for LagFilter {
                 color.mix(0.75).filled(),
             )
         }))?;
-        let mut right = ChartBuilder::on(&panels[1])
-            .caption("kept fraction by maximum lag", style.text(13.0))
-            .margin(style.margin())
-            .x_label_area_size(style.px(30.0))
-            .y_label_area_size(style.label_area())
-            .build_cartesian_2d(-0.2..BOUNDS as f64 + 0.2, 0.0..1.05)?;
-        right
-            .configure_mesh()
-            .light_line_style(WHITE)
-            .bold_line_style(SHADE)
-            .axis_style(style.line(MUTED, 1.0))
-            .label_style(style.text(11.0))
-            .x_label_formatter(&plot::axis_label)
-            .y_label_formatter(&plot::axis_label)
-            .x_desc("maximum lag")
-            .draw()?;
+        let mut right = plot::framed_chart(
+            &panels[1],
+            "kept fraction by maximum lag",
+            style,
+            -0.2..BOUNDS as f64 + 0.2,
+            0.0..1.05,
+        )?;
+        plot::mesh(&mut right, style).x_desc("maximum lag").draw()?;
         right.draw_series(LineSeries::new(
             output.by_bound.iter().copied(),
             style.line(BLUE, 2.0),

@@ -12,7 +12,7 @@ use serde_json::json;
 
 use crate::compute::{compute, number, numbers};
 use crate::figure::{DrawResult, Figure, Meta, Readout, State, slider};
-use crate::plot::{self, BLUE, INK, MUTED, ORANGE, SHADE, Style};
+use crate::plot::{self, BLUE, INK, ORANGE, Style};
 
 /// The figure.
 pub struct Importance;
@@ -150,20 +150,14 @@ impl Figure for Importance {
             let color = if k == 0 { BLUE } else { ORANGE };
             let bins = plot::histogram(&estimator.estimates, x_range.clone(), 30);
             let top = bins.iter().map(|b| b.2).max().unwrap_or(1).max(1) as f64;
-            let mut chart = ChartBuilder::on(column)
-                .caption(format!("{} estimates", estimator.name), style.text(13.0))
-                .margin(style.margin())
-                .x_label_area_size(style.px(30.0))
-                .y_label_area_size(style.label_area())
-                .build_cartesian_2d(x_range.clone(), 0.0..top * 1.1)?;
-            chart
-                .configure_mesh()
-                .light_line_style(WHITE)
-                .bold_line_style(SHADE)
-                .axis_style(style.line(MUTED, 1.0))
-                .label_style(style.text(11.0))
-                .x_label_formatter(&plot::axis_label)
-                .y_label_formatter(&plot::axis_label)
+            let mut chart = plot::framed_chart(
+                column,
+                &format!("{} estimates", estimator.name),
+                style,
+                x_range.clone(),
+                0.0..top * 1.1,
+            )?;
+            plot::mesh(&mut chart, style)
                 .x_desc("estimate")
                 .y_desc("count")
                 .x_labels(5)

@@ -184,12 +184,8 @@ impl Figure for Bandit {
         let columns = area.split_evenly(style.grid(output.panels.len()));
         for (k, (panel, column)) in output.panels.iter().zip(columns.iter()).enumerate() {
             let color = SERIES[k % SERIES.len()];
-            let mut chart = ChartBuilder::on(column)
-                .caption(panel.title, style.text(13.0))
-                .margin(style.margin())
-                .x_label_area_size(style.px(30.0))
-                .y_label_area_size(style.label_area())
-                .build_cartesian_2d(0.0..1.0, y_range.clone())?;
+            let mut chart =
+                plot::framed_chart(column, panel.title, style, 0.0..1.0, y_range.clone())?;
             chart
                 .configure_mesh()
                 .light_line_style(WHITE)

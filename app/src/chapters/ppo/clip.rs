@@ -167,20 +167,14 @@ impl Figure for Clip {
                     .chain([0.0, RATIO_MAX * side.advantage]),
             );
             let y_range = plot::padded(lo, hi);
-            let mut chart = ChartBuilder::on(column)
-                .caption(format!("objective, {sign}"), style.text(13.0))
-                .margin(style.margin())
-                .x_label_area_size(style.px(30.0))
-                .y_label_area_size(style.label_area())
-                .build_cartesian_2d(0.0..RATIO_MAX, y_range.clone())?;
-            chart
-                .configure_mesh()
-                .light_line_style(WHITE)
-                .bold_line_style(SHADE)
-                .axis_style(style.line(MUTED, 1.0))
-                .label_style(style.text(11.0))
-                .x_label_formatter(&plot::axis_label)
-                .y_label_formatter(&plot::axis_label)
+            let mut chart = plot::framed_chart(
+                column,
+                &format!("objective, {sign}"),
+                style,
+                0.0..RATIO_MAX,
+                y_range.clone(),
+            )?;
+            plot::mesh(&mut chart, style)
                 .x_desc("ratio ρ = π_θ / π_old")
                 .x_labels(6)
                 .y_labels(6)

@@ -14,7 +14,7 @@ use serde_json::json;
 
 use crate::compute::{compute, number, numbers};
 use crate::figure::{DrawResult, Figure, Meta, Readout, State, choice, slider, toggle};
-use crate::plot::{self, BLUE, INK, MUTED, ORANGE, SHADE, Style};
+use crate::plot::{self, BLUE, INK, ORANGE, Style};
 
 /// The figure.
 pub struct Gae;
@@ -154,16 +154,7 @@ impl Figure for Gae {
             .x_label_area_size(style.px(30.0))
             .y_label_area_size(style.label_area())
             .build_cartesian_2d(-0.5..steps - 0.5, plot::padded(lo, hi))?;
-        chart
-            .configure_mesh()
-            .light_line_style(WHITE)
-            .bold_line_style(SHADE)
-            .axis_style(style.line(MUTED, 1.0))
-            .label_style(style.text(11.0))
-            .x_label_formatter(&plot::axis_label)
-            .y_label_formatter(&plot::axis_label)
-            .x_desc("step t")
-            .draw()?;
+        plot::mesh(&mut chart, style).x_desc("step t").draw()?;
         chart.draw_series(output.advantages.iter().enumerate().map(|(t, a)| {
             let x = t as f64;
             Rectangle::new([(x - 0.3, 0.0), (x + 0.3, *a)], INK.mix(0.35).filled())

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use crate::compute::{compute, number};
 use crate::figure::{DrawResult, Figure, Meta, Readout, State, slider};
-use crate::plot::{self, BLUE, INK, MUTED, SHADE, Style};
+use crate::plot::{self, BLUE, INK, MUTED, Style};
 
 /// The figure.
 pub struct MixedGroups;
@@ -202,13 +202,7 @@ impl Figure for MixedGroups {
             .x_label_area_size(style.px(30.0))
             .y_label_area_size(style.px(48.0))
             .build_cartesian_2d(1.0..G_MAX as f64, 0.0..hi.max(1.0) * 1.1)?;
-        cost.configure_mesh()
-            .light_line_style(WHITE)
-            .bold_line_style(SHADE)
-            .axis_style(style.line(MUTED, 1.0))
-            .label_style(style.text(11.0))
-            .x_label_formatter(&plot::axis_label)
-            .y_label_formatter(&plot::axis_label)
+        plot::mesh(&mut cost, style)
             .x_desc("G")
             .y_labels(6)
             .draw()?;

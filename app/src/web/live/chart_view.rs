@@ -12,6 +12,7 @@ use crate::chapters::live::chart;
 use crate::chapters::live::metrics::Run;
 use crate::figure::is_narrow;
 use crate::plot::Style;
+use crate::web::frame::readout_items;
 
 /// Sizes the canvas for its CSS width and the device pixel ratio, and draws `run`.
 fn draw(run: &Run, canvas: &web_sys::HtmlCanvasElement) -> Result<(), String> {
@@ -69,21 +70,6 @@ pub fn LiveChart(run: RwSignal<Run>) -> impl IntoView {
         <p class="error" id="live-canvas-error" hidden=move || error.get().is_none()>
             {move || error.get().unwrap_or_default()}
         </p>
-        <dl class="readouts">
-            {move || {
-                run.with(Run::readouts)
-                    .into_iter()
-                    .map(|r| {
-                        let text = r.text();
-                        view! {
-                            <div class="readout">
-                                <dt>{r.label}</dt>
-                                <dd id=r.id data-value=r.value.to_string()>{text}</dd>
-                            </div>
-                        }
-                    })
-                    .collect_view()
-            }}
-        </dl>
+        <dl class="readouts">{move || readout_items(run.with(Run::readouts))}</dl>
     }
 }
