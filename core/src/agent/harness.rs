@@ -277,14 +277,18 @@ impl EpisodeRun {
     }
 
     /// Feeds the policy's answer to the pending call (after [`Self::next_limit`] gave
-    /// `Some`): parses it, runs the tool and appends the observation.
-    pub fn apply(&mut self, generation: Generation) {
+    /// `Some`): parses it, runs the tool and appends the observation. Returns how many
+    /// of the generated tokens the transcript kept (up to the first end token and the
+    /// limit; 0 once the episode has ended), so a caller holding per-token extras can
+    /// cut them to match.
+    pub fn apply(&mut self, generation: Generation) -> usize {
         if self.ended.is_some() {
-            return;
+            return 0;
         }
         let limit = self.limit;
         let context_ids = self.transcript.tokens.clone();
         let action = read_action(generation, limit);
+        let kept = action.generated.len();
         self.transcript.push(SpanRole::Action, &action.generated);
         let has_end = action.has_end;
         let parsed = action.parsed;
@@ -338,6 +342,7 @@ impl EpisodeRun {
         self.calls.push(call_record);
         self.potentials.push(self.env.visible_pass_fraction());
         self.ended = ended;
+        kept
     }
 
     /// The record of the ended episode, stamped with who acted.

@@ -109,6 +109,7 @@ pub fn collect(
     let mut kept: Vec<Vec<Rollout>> = Vec::new();
     let mut discarded: BTreeMap<String, usize> = BTreeMap::new();
     let mut sampled = 0;
+    let mut sampled_tokens = 0;
     let mut groups_sampled = 0usize;
     let mut groups_mixed = 0usize;
     let rounds = if g.dynamic_sampling {
@@ -143,6 +144,10 @@ pub fn collect(
         let mut generator = ModelGenerator::new(model, device.clone());
         let rollouts = run_lockstep(&specs, &config.harness, &mut generator, &sampler, &info);
         sampled += rollouts.len();
+        sampled_tokens += rollouts
+            .iter()
+            .map(|r| r.record.generated_tokens())
+            .sum::<usize>();
         let mut groups: Vec<Vec<Rollout>> = rollouts
             .chunks(g.group_size)
             .map(<[Rollout]>::to_vec)
@@ -179,6 +184,7 @@ pub fn collect(
         policy_version: version,
         rollouts: kept.iter().flatten().map(StoredRollout::from).collect(),
         sampled,
+        sampled_tokens,
         discarded,
         effective_fraction: if groups_sampled > 0 {
             groups_mixed as f64 / groups_sampled as f64
@@ -556,11 +562,8 @@ pub fn run(trainer: &mut Trainer) -> Result<()> {
         while trainer.pending.len() < g.max_policy_lag + 1 {
             let index = step + trainer.pending.len();
             let batch = collect(&config, &policy, &trainer.plain, index, step);
-            generated_before += batch
-                .rollouts
-                .iter()
-                .map(|r| r.record.generated_tokens())
-                .sum::<usize>();
+            // Every token generated while collecting, discarded groups included.
+            generated_before += batch.sampled_tokens;
             trainer.pending.push_back(batch);
         }
         let collect_s = t0.elapsed().as_secs_f64();

@@ -102,21 +102,13 @@ pub fn run_lockstep(
             generator.generate(&mut requests, sampler)
         };
         for (&i, mut action) in active.iter().zip(actions) {
-            // The harness keeps tokens up to the first end token and the limit; keep the
-            // extras aligned with what it keeps.
-            let limit = limits[i].unwrap_or(0);
-            let mut kept = action.generation.tokens.len().min(limit);
-            if let Some(end) = action.generation.tokens[..kept]
-                .iter()
-                .position(|&t| t == arlbook_core::agent::tokenizer::END)
-            {
-                kept = end + 1;
-            }
+            // The harness keeps tokens up to the first end token and the limit; cut the
+            // per-token extras to what it kept.
+            let kept = runs[i].apply(action.generation);
             action.keep.truncate(kept);
             action.entropy.truncate(kept);
             keep[i].extend(action.keep);
             entropy[i].extend(action.entropy);
-            runs[i].apply(action.generation);
         }
     }
     runs.into_iter()
