@@ -184,6 +184,23 @@ impl Browser {
         self.session_call("POST", &format!("/element/{}/click", element.0), &json!({}));
     }
 
+    /// The `data-<key>` attribute (`key` in camelCase, as `dataset` names it) of the
+    /// element with id `id`, if both exist.
+    pub fn data_attribute(&self, id: &str, key: &str) -> Option<String> {
+        self.execute(
+            "const e = document.getElementById(arguments[0]); \
+             return e === null ? null : (e.dataset[arguments[1]] ?? null);",
+            &[json!(id), json!(key)],
+        )
+        .as_str()
+        .map(str::to_owned)
+    }
+
+    /// The full-precision number of readout `id` (its `data-value`).
+    pub fn readout(&self, id: &str) -> Option<f64> {
+        self.data_attribute(id, "value")?.parse().ok()
+    }
+
     /// Polls `condition` (a script returning a value) until it returns something other
     /// than `null`/`false`, up to `timeout`; returns that value.
     pub fn wait_for(&self, condition: &str, args: &[Value], timeout: Duration) -> Option<Value> {

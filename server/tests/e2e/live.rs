@@ -21,21 +21,6 @@ const SETTLE: Duration = Duration::from_secs(30);
 /// A 5-step job on a loaded 2-core machine, with its process start-up.
 const JOB: Duration = Duration::from_secs(600);
 
-fn data(browser: &Browser, id: &str, key: &str) -> Option<String> {
-    browser
-        .execute(
-            "const e = document.getElementById(arguments[0]); \
-             return e === null ? null : (e.dataset[arguments[1]] ?? null);",
-            &[json!(id), json!(key)],
-        )
-        .as_str()
-        .map(str::to_owned)
-}
-
-fn readout(browser: &Browser, id: &str) -> Option<f64> {
-    data(browser, id, "value")?.parse().ok()
-}
-
 /// Waits until the chapter has decided whether a server is there; returns the mode.
 fn mode(browser: &Browser) -> Option<String> {
     browser
@@ -103,7 +88,7 @@ pub fn a_job_started_from_the_page_streams_to_its_end(checks: &mut Checks) {
         JOB,
     );
     if ended.is_none() {
-        let state = data(&browser, "live-stream", "state");
+        let state = browser.data_attribute("live-stream", "state");
         checks.failures.push(format!(
             "{PAGE}: job {job}'s stream did not end (state {state:?})"
         ));
@@ -149,7 +134,7 @@ pub fn a_job_started_from_the_page_streams_to_its_end(checks: &mut Checks) {
         .find_map(|r| r["step"].as_f64())
         .unwrap_or(f64::NAN);
     for (id, want) in [("live-rows", rows.len() as f64), ("live-step", last_step)] {
-        let got = readout(&browser, id);
+        let got = browser.readout(id);
         if got != Some(want) {
             checks
                 .failures
@@ -199,7 +184,7 @@ pub fn without_a_server_the_recorded_run_is_shown(checks: &mut Checks) {
         SETTLE,
     );
     if drawn.is_none() {
-        let got = readout(&browser, "live-rows");
+        let got = browser.readout("live-rows");
         checks.failures.push(format!(
             "static {PAGE}: live-rows = {got:?}, the recording has {rows}"
         ));

@@ -45,18 +45,6 @@ fn draws(browser: &Browser, figure: &str) -> u64 {
         .unwrap_or(0)
 }
 
-fn readout(browser: &Browser, id: &str) -> Option<f64> {
-    browser
-        .execute(
-            "const e = document.getElementById(arguments[0]); \
-             return e === null ? null : e.dataset.value;",
-            &[json!(id)],
-        )
-        .as_str()?
-        .parse()
-        .ok()
-}
-
 /// One reader action on `figure` and the numbers expected after it.
 struct Step<'a> {
     what: &'a str,
@@ -88,7 +76,7 @@ fn perform(checks: &mut Checks, browser: &Browser, page: &str, figure: &str, ste
     );
     if settled.is_none() {
         for (id, want) in step.expect {
-            let got = readout(browser, id);
+            let got = browser.readout(id);
             checks.failures.push(format!(
                 "{page}: after {}: {id} = {got:?}, expected {want}",
                 step.what

@@ -148,14 +148,11 @@ impl Figure for Episode {
 
     fn readouts(output: &Output) -> Vec<Readout> {
         let id = Self::META.id;
-        let visible = if output.shown < output.turns.len() {
-            output
-                .turns
-                .get(output.shown)
-                .map_or(output.visible_after, |t| t.visible_before)
-        } else {
-            output.visible_after
-        };
+        // Before the next turn, or after the last one.
+        let visible = output
+            .turns
+            .get(output.shown)
+            .map_or(output.visible_after, |t| t.visible_before);
         vec![
             Readout::new(
                 id,
