@@ -1,4 +1,4 @@
-//! The Rust side of `cargo xtask bench core` (see `bench/numpy_core.py` for numpy's).
+//! The Rust side of `cargo xtask bench core` (see `xtask/bench/numpy_core.py` for numpy's).
 //!
 //! Usage: `bench_core DATA_FILE BANDIT_SAMPLES REPEATS`. Writes the policy-loss inputs
 //! to `DATA_FILE` (little-endian: header, lengths, advantages, `logp`, `logp_old`,

@@ -1,7 +1,7 @@
 //! `cargo xtask bench core`: the CPU core against numpy, side by side in one run.
 //! `cargo xtask bench gpu`: every WGSL kernel against its CPU reference.
 //!
-//! Both sides compute the same two workloads (see `bench/numpy_core.py` and
+//! Both sides compute the same two workloads (see `xtask/bench/numpy_core.py` and
 //! `core/examples/bench_core.rs`); the policy-loss inputs are written once by the Rust
 //! side and read by numpy, so the two losses must agree. Prints the best time per call
 //! of each, and the ratio numpy / Rust (above 1 means Rust is faster).
@@ -78,7 +78,7 @@ fn bench_core() -> anyhow::Result<()> {
     let numpy_out = output(
         Command::new(python)
             .current_dir(&root)
-            .arg(root.join("bench").join("numpy_core.py"))
+            .arg(root.join("xtask").join("bench").join("numpy_core.py"))
             .arg(&data)
             .args([BANDIT_SAMPLES, REPEATS]),
     )?;

@@ -3,7 +3,7 @@
 //!
 //! Rust side: `arlbook bench-train` (the dev profile, whose dependencies, burn
 //! included, are built at `opt-level = 2`; the hot loops are burn's). Python side:
-//! `bench/torch_policy.py` in a virtual environment under `target/bench/venv` with
+//! `xtask/bench/torch_policy.py` in a virtual environment under `target/bench/venv` with
 //! the CPU build of PyTorch, installed on first use. Both use two threads.
 
 use std::path::PathBuf;
@@ -81,7 +81,12 @@ pub fn run() -> anyhow::Result<()> {
     let rust_out = output(rust_cmd.env("RAYON_NUM_THREADS", "2"))?;
     let python = venv_python()?;
     let mut torch_cmd = Command::new(python);
-    torch_cmd.arg(workspace_root().join("bench").join("torch_policy.py"));
+    torch_cmd.arg(
+        workspace_root()
+            .join("xtask")
+            .join("bench")
+            .join("torch_policy.py"),
+    );
     for (flag, value) in SHAPE {
         torch_cmd.args([flag, value]);
     }

@@ -9,7 +9,7 @@
 //! Both kinds may occur in one call: the host lists the long groups after the offsets.
 //!
 //! The threshold comes from a sweep on lavapipe (`core/examples/sweep_segments.rs`,
-//! numbers in `docs/bench-gpu.md`). There every barrier costs microseconds: a workgroup
+//! numbers in `core/examples/bench-gpu.md`). There every barrier costs microseconds: a workgroup
 //! per group took 3.9 s for 65 536 groups of 16 where one thread per group takes 57 ms,
 //! and the serial path stayed ahead at every size measured, up to groups of 65 536
 //! rewards, because lavapipe runs a whole workgroup on one CPU core anyway. So lavapipe

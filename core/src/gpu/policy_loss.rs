@@ -14,7 +14,7 @@
 //! sequences of 4096 tokens). Chunking also keeps long sequences parallel: a single
 //! sequence of a million tokens is still spread over thousands of threads, so no
 //! workgroup path is kept for long rows. The chunk length comes from a sweep on
-//! lavapipe (`core/examples/sweep_segments.rs`, `docs/bench-gpu.md`); in `f32` the
+//! lavapipe (`core/examples/sweep_segments.rs`, `core/examples/bench-gpu.md`); in `f32` the
 //! rounding grows with the chunk length plus the number of chunks in a sequence.
 //!
 //! On a discrete GPU the chunk threads read memory with a stride of one chunk, which

@@ -1,5 +1,5 @@
 //! A synthetic GRPO workload with fixed shapes, timed the same way as
-//! `bench/torch_policy.py` times the same model and loss in PyTorch, so that
+//! `xtask/bench/torch_policy.py` times the same model and loss in PyTorch, so that
 //! `cargo xtask bench train` can print the ratio of the two on one machine.
 //!
 //! Workload (the default CPU model): `rows` sequences of `prompt` random tokens are

@@ -6,17 +6,23 @@
 //! `core::agent::batch`). Step `k` takes the demonstrations at positions
 //! `k * B .. (k + 1) * B` of a shuffled order drawn from the seed, one fresh
 //! permutation per pass over the data, so a resumed run sees the same batches.
+//!
+//! A step's demonstrations are sorted by length and run through the model in slices
+//! of a few episodes, each padded only to its own longest episode; every slice adds
+//! its summed token loss divided by the step's total generated tokens, so the step's
+//! loss and gradient are those of one pass over the whole batch.
 
 use std::time::Instant;
 
 use anyhow::{Result, bail};
 use arlbook_core::agent::{EpisodeIds, Split, Teacher, generate_task, run_episode};
 use arlbook_core::rng::RandomStream;
-use burn::optim::GradientsParams;
+use burn::optim::{GradientsAccumulator, GradientsParams};
 use serde_json::json;
 
 use super::config::LrSchedule;
 use super::loss::token_logprobs;
+use super::model::PolicyModel;
 use super::optimizer::{clip_global_norm, learning_rate};
 use super::rollout::Rollout;
 use super::trainer::{Trainer, vocab};
@@ -102,21 +108,12 @@ pub fn run(trainer: &mut Trainer) -> Result<()> {
             config.sft.batch_episodes,
             demos.len(),
         );
-        let batch: Vec<&Rollout> = indices.iter().map(|&i| &demos[i]).collect();
-        let micro = super::batching::micro_batch(&batch, vocab(), &trainer.device);
-        let logits = trainer.model.forward(micro.inputs.clone());
-        let logp = token_logprobs(logits, micro.targets.clone(), 1.0, None);
-        let tokens: usize = micro.generated.iter().sum();
-        let loss = (logp * micro.mask.clone())
-            .sum()
-            .neg()
-            .div_scalar(tokens.max(1) as f64);
-        let grads = loss.backward();
-        let loss_value = f64::from(loss.into_scalar::<f32>());
+        let mut batch: Vec<&Rollout> = indices.iter().map(|&i| &demos[i]).collect();
+        let (loss_value, tokens, mut grads) =
+            demonstration_gradients(trainer, &mut batch, SFT_MICROBATCH_EPISODES);
         if !loss_value.is_finite() {
             bail!("sft step {step}: the loss is not finite ({loss_value})");
         }
-        let mut grads = GradientsParams::from_grads(grads, &trainer.model);
         let grad_norm = clip_global_norm(&trainer.model, &mut grads, SFT_GRAD_CLIP);
         let lr = learning_rate(
             config.sft.learning_rate,
@@ -153,6 +150,43 @@ pub fn run(trainer: &mut Trainer) -> Result<()> {
     Ok(())
 }
 
+/// Episodes per microbatch: the step's demonstrations, sorted by length, go through
+/// the model in slices this large, so each slice pads to a length close to its own
+/// episodes' instead of the whole batch's longest.
+const SFT_MICROBATCH_EPISODES: usize = 8;
+
+/// The loss of one SFT step over `batch` (sorted by length in place, then run
+/// `slice_episodes` at a time), its generated token count and the accumulated gradients. The loss is the sum of the negative
+/// log-likelihoods of every generated token of the step divided by the step's total
+/// generated tokens, whatever the slicing: each slice contributes its own sum divided by
+/// that same total.
+fn demonstration_gradients(
+    trainer: &Trainer,
+    batch: &mut [&Rollout],
+    slice_episodes: usize,
+) -> (f64, usize, GradientsParams) {
+    batch.sort_by_key(|r| r.record.tokens.len());
+    let tokens: usize = batch.iter().map(|r| r.record.generated_tokens()).sum();
+    let mut accumulator = GradientsAccumulator::<PolicyModel>::new();
+    let mut loss_value = 0.0;
+    for slice in batch.chunks(slice_episodes.max(1)) {
+        let micro = super::batching::micro_batch(slice, vocab(), &trainer.device);
+        let logits = trainer.model.forward(micro.inputs.clone());
+        let logp = token_logprobs(logits, micro.targets.clone(), 1.0, None);
+        let loss = (logp * micro.mask.clone())
+            .sum()
+            .neg()
+            .div_scalar(tokens.max(1) as f64);
+        let grads = loss.backward();
+        loss_value += f64::from(loss.into_scalar::<f32>());
+        accumulator.accumulate(
+            &trainer.model,
+            GradientsParams::from_grads(grads, &trainer.model),
+        );
+    }
+    (loss_value, tokens, accumulator.grads())
+}
+
 /// [`batch_indices`] with the permutation of the current pass kept between steps.
 fn cached_indices(
     cache: &mut Option<(usize, Vec<usize>)>,
@@ -178,6 +212,47 @@ fn cached_indices(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::train::config::{ModelConfig, TrainConfig};
+
+    /// Slicing a step into microbatches must not change what the step computes: the
+    /// loss is the whole step's token mean and the gradient is the same (its global
+    /// norm compared here), because each slice divides by the step's token count.
+    #[test]
+    fn sliced_sft_step_equals_one_pass_over_the_batch() {
+        let out = std::env::temp_dir().join(format!("arlbook-sft-slices-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&out);
+        let config = TrainConfig {
+            model: ModelConfig {
+                layers: 1,
+                width: 32,
+                heads: 2,
+                context: 640,
+            },
+            ..TrainConfig::default()
+        };
+        let demos = demonstrations(&config, 7);
+        assert!(demos.len() >= 5, "the teacher solves most training tasks");
+        let trainer = Trainer::fresh(config, &out, burn::tensor::Device::flex()).unwrap();
+        let mut whole: Vec<&Rollout> = demos.iter().collect();
+        let mut sliced = whole.clone();
+        let (loss_whole, tokens_whole, mut grads_whole) =
+            demonstration_gradients(&trainer, &mut whole, usize::MAX);
+        let (loss_sliced, tokens_sliced, mut grads_sliced) =
+            demonstration_gradients(&trainer, &mut sliced, 2);
+        assert_eq!(tokens_whole, tokens_sliced);
+        assert!(
+            (loss_whole - loss_sliced).abs() < 1e-5,
+            "{loss_whole} vs {loss_sliced}"
+        );
+        let norm_whole = clip_global_norm(&trainer.model, &mut grads_whole, 0.0);
+        let norm_sliced = clip_global_norm(&trainer.model, &mut grads_sliced, 0.0);
+        assert!(norm_whole > 0.0);
+        assert!(
+            (norm_whole - norm_sliced).abs() < 1e-4 * norm_whole,
+            "{norm_whole} vs {norm_sliced}"
+        );
+        let _ = std::fs::remove_dir_all(&out);
+    }
 
     #[test]
     fn batches_cover_every_demonstration_once_per_pass_and_are_reproducible() {

@@ -162,16 +162,16 @@ mod tests {
     #[test]
     fn the_recorded_run_has_its_sft_grpo_and_validation_rows() {
         let run = Run::from_jsonl(RECORDED_RUN).unwrap();
-        assert_eq!(run.rows.len(), 215);
-        assert_eq!(run.of(Stage::Sft).count(), 200);
-        assert_eq!(run.of(Stage::Grpo).count(), 12);
+        assert_eq!(run.rows.len(), 623);
+        assert_eq!(run.of(Stage::Sft).count(), 600);
+        assert_eq!(run.of(Stage::Grpo).count(), 20);
         assert_eq!(run.of(Stage::Validation).count(), 3);
         let loss = run.series(Stage::Sft, |r| r.loss);
-        assert_eq!(loss.len(), 200);
+        assert_eq!(loss.len(), 600);
         assert_eq!(loss[0].0, 1.0);
-        assert!(loss[0].1 > loss[199].1, "SFT loss falls");
-        assert_eq!(run.last_step(), 12);
-        assert!((run.last_success().unwrap() - 1.0 / 6.0).abs() < 1e-12);
+        assert!(loss[0].1 > loss[599].1, "SFT loss falls");
+        assert_eq!(run.last_step(), 20);
+        assert!((run.last_success().unwrap() - 5.0 / 7.0).abs() < 1e-12);
     }
 
     #[test]

@@ -93,7 +93,7 @@ fn Recorded(run: RwSignal<Run>) -> impl IntoView {
     view! {
         <p class="summary">
             "Recorded with " <code>"arlbook train --config configs/cpu-small.toml"</code>
-            " on a 2-core CPU: 200 SFT steps, then 12 GRPO steps with validation every 6. "
+            " on a 2-core CPU: 600 SFT steps, then 20 GRPO steps with validation every 10. "
             "Run " <code>"arlbook serve"</code> " and open this chapter from it to start and watch runs of your own."
         </p>
         {error.map(|e| view! { <p class="error">{format!("The recorded run could not be read: {e}")}</p> })}
