@@ -33,6 +33,8 @@ const ORDER_STREAM: u64 = 0x5F70_0000;
 const TASK_SEED: u64 = 0x5F7_0000_0000;
 /// Gradient-norm clip for SFT.
 const SFT_GRAD_CLIP: f64 = 1.0;
+/// Demonstrations per slice of a step (see the module docs).
+const SFT_MICROBATCH_EPISODES: usize = 8;
 
 /// The teacher's episodes on `count` training tasks.
 pub fn demonstrations(config: &super::config::TrainConfig, count: usize) -> Vec<Rollout> {
@@ -150,16 +152,8 @@ pub fn run(trainer: &mut Trainer) -> Result<()> {
     Ok(())
 }
 
-/// Episodes per microbatch: the step's demonstrations, sorted by length, go through
-/// the model in slices this large, so each slice pads to a length close to its own
-/// episodes' instead of the whole batch's longest.
-const SFT_MICROBATCH_EPISODES: usize = 8;
-
-/// The loss of one SFT step over `batch` (sorted by length in place, then run
-/// `slice_episodes` at a time), its generated token count and the accumulated gradients. The loss is the sum of the negative
-/// log-likelihoods of every generated token of the step divided by the step's total
-/// generated tokens, whatever the slicing: each slice contributes its own sum divided by
-/// that same total.
+/// One SFT step's loss, generated-token count and gradients over `batch`, sorted by
+/// length in place and run `slice_episodes` at a time (the slicing of the module docs).
 fn demonstration_gradients(
     trainer: &Trainer,
     batch: &mut [&Rollout],
@@ -171,9 +165,9 @@ fn demonstration_gradients(
     let mut loss_value = 0.0;
     for slice in batch.chunks(slice_episodes.max(1)) {
         let micro = super::batching::micro_batch(slice, vocab(), &trainer.device);
-        let logits = trainer.model.forward(micro.inputs.clone());
-        let logp = token_logprobs(logits, micro.targets.clone(), 1.0, None);
-        let loss = (logp * micro.mask.clone())
+        let logits = trainer.model.forward(micro.inputs);
+        let logp = token_logprobs(logits, micro.targets, 1.0, None);
+        let loss = (logp * micro.mask)
             .sum()
             .neg()
             .div_scalar(tokens.max(1) as f64);
