@@ -3,9 +3,10 @@
 //! `cargo xtask bench train` can print the ratio of the two on one machine.
 //!
 //! Workload (the default CPU model): `rows` sequences of `prompt` random tokens are
-//! prefilled and extended by `new_tokens` greedy decode steps with the KV cache
-//! (rollout tokens/s); then the update runs forward, the clipped token-mean loss,
-//! backward and an AdamW step over the same rows in microbatches (update tokens/s).
+//! prefilled and extended by `new_tokens` greedy decode steps with the KV cache, the
+//! rows split across cores as the trainer's rollouts are (rollout tokens/s); then the
+//! update runs forward, the clipped token-mean loss, backward and an AdamW step over
+//! the same rows in microbatches (update tokens/s).
 //! A GRPO step's time is the sum of the two phases.
 
 use std::time::Instant;
@@ -17,6 +18,7 @@ use burn::prelude::*;
 use serde::Serialize;
 
 use super::config::ModelConfig;
+use super::generate::{in_parts, rollout_threads};
 use super::loss::{SurrogateInputs, SurrogateSettings, surrogate_loss, token_logprobs};
 use super::model::PolicyModel;
 use super::optimizer::adamw;
@@ -61,6 +63,35 @@ fn random_tokens(rng: &mut RandomStream, count: usize) -> Vec<u32> {
     (0..count).map(|_| 6 + rng.below(v - 6)).collect()
 }
 
+/// Extends each of `contexts` by `new_tokens` greedy tokens: one prefill, then one
+/// cached decode step per token.
+fn greedy_decode(
+    policy: &PolicyModel,
+    contexts: &[Vec<u32>],
+    new_tokens: usize,
+    device: &Device,
+) -> Vec<Vec<u32>> {
+    let refs: Vec<&[u32]> = contexts.iter().map(Vec::as_slice).collect();
+    let (mut cache, mut logits) = policy.prefill(&refs, device);
+    let mut sequences = contexts.to_vec();
+    for _ in 0..new_tokens {
+        let next: Vec<u32> = logits
+            .argmax(1)
+            .try_into_vec_as::<i64>()
+            .unwrap_or_default()
+            .iter()
+            .map(|&t| t as u32)
+            .collect();
+        for (s, &t) in sequences.iter_mut().zip(&next) {
+            s.push(t);
+        }
+        logits = policy.decode_step(&mut cache, &next, device);
+    }
+    // Wait for the last step (a GPU backend queues work).
+    drop(logits.into_data());
+    sequences
+}
+
 /// Runs the workload on `device` with the model shape `config`.
 pub fn run(config: &ModelConfig, workload: &Workload, device: &Device) -> Timing {
     let train_device = device.clone().autodiff();
@@ -85,24 +116,9 @@ pub fn run(config: &ModelConfig, workload: &Workload, device: &Device) -> Timing
         // Rollout: prefill + greedy decode with the cache.
         let t0 = Instant::now();
         let policy = model.valid();
-        let refs: Vec<&[u32]> = contexts.iter().map(Vec::as_slice).collect();
-        let (mut cache, mut logits) = policy.prefill(&refs, device);
-        let mut sequences = contexts.clone();
-        for _ in 0..workload.new_tokens {
-            let next: Vec<u32> = logits
-                .argmax(1)
-                .try_into_vec_as::<i64>()
-                .unwrap_or_default()
-                .iter()
-                .map(|&t| t as u32)
-                .collect();
-            for (s, &t) in sequences.iter_mut().zip(&next) {
-                s.push(t);
-            }
-            logits = policy.decode_step(&mut cache, &next, device);
-        }
-        // Wait for the last step (a GPU backend queues work).
-        drop(logits.into_data());
+        let sequences = in_parts(&contexts, rollout_threads(device), |part| {
+            greedy_decode(&policy, part, workload.new_tokens, device)
+        });
         let rollout_s = t0.elapsed().as_secs_f64();
         // Update: forward, loss, backward over microbatches, one optimizer step.
         let t1 = Instant::now();

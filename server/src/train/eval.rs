@@ -19,9 +19,9 @@ use serde::Serialize;
 
 use super::checkpoint;
 use super::config::TrainConfig;
-use super::generate::ModelGenerator;
+use super::generate::roll_out;
 use super::grpo::policy_info;
-use super::rollout::{EpisodeSpec, run_lockstep};
+use super::rollout::EpisodeSpec;
 use super::sampling::Sampler;
 use super::trainer::load_model;
 
@@ -162,8 +162,7 @@ pub fn evaluate(folder: &Path, plan: &EvalPlan, device: &Device) -> Result<Check
         top_p: None,
     };
     let info = policy_info(&config, folder.display().to_string());
-    let mut generator = ModelGenerator::new(&model, device.clone());
-    let rollouts = run_lockstep(&specs, &config.harness, &mut generator, &sampler, &info);
+    let rollouts = roll_out(&model, device, &specs, &config.harness, &sampler, &info);
     let mut successes = vec![0usize; plan.tasks];
     for rollout in &rollouts {
         if rollout.record.success() {

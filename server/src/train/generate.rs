@@ -1,12 +1,19 @@
 //! The transformer as a [`Generator`]: one prefill of the left-padded contexts, then
 //! one cached decode step per generated token, sampling every row on the host with its
 //! own episode stream.
+//!
+//! [`roll_out`] runs a batch of episodes with it. On the CPU backend it splits the
+//! episodes into one contiguous part per core and runs each part's lockstep on its own
+//! thread: the small matrices of a decode step keep burn's CPU kernels on one core,
+//! so without this the other cores idle through every rollout. Episodes are isolated
+//! (each samples from its own stream), so the split changes no episode's draws.
 
 use arlbook_core::agent::tokenizer::{END, PAD};
+use arlbook_core::agent::{HarnessConfig, PolicyInfo};
 use burn::prelude::*;
 
 use super::model::PolicyModel;
-use super::rollout::{Action, Generator, Request};
+use super::rollout::{Action, EpisodeSpec, Generator, Request, Rollout, run_lockstep};
 use super::sampling::Sampler;
 
 /// Most rows generated together (bounds the cache's memory).
@@ -19,18 +26,12 @@ pub struct ModelGenerator<'m> {
     pub model: &'m PolicyModel,
     /// Where it runs.
     pub device: Device,
-    /// Generated tokens so far (for tokens/s).
-    pub tokens_generated: usize,
 }
 
 impl<'m> ModelGenerator<'m> {
     /// A generator over `model` on `device`.
     pub fn new(model: &'m PolicyModel, device: Device) -> Self {
-        Self {
-            model,
-            device,
-            tokens_generated: 0,
-        }
+        Self { model, device }
     }
 
     fn generate_chunk(&mut self, requests: &mut [Request<'_>], sampler: &Sampler) -> Vec<Action> {
@@ -59,7 +60,6 @@ impl<'m> ModelGenerator<'m> {
                     action.keep.push(keep);
                 }
                 next[i] = draw.token;
-                self.tokens_generated += 1;
                 if draw.token == END || action.generation.tokens.len() >= request.limit {
                     done[i] = true;
                 }
@@ -80,5 +80,131 @@ impl Generator for ModelGenerator<'_> {
             actions.extend(self.generate_chunk(chunk, sampler));
         }
         actions
+    }
+}
+
+/// How many threads share a rollout on `device`: one per core on the CPU backend, one
+/// on a GPU (whose queue already runs the batch in parallel).
+pub fn rollout_threads(device: &Device) -> usize {
+    if *device == Device::flex() {
+        std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
+    } else {
+        1
+    }
+}
+
+/// Runs every episode of `specs` to its end with `model` on `device`, returning the
+/// rollouts in the order of `specs` (see the module docs for the threads).
+pub fn roll_out(
+    model: &PolicyModel,
+    device: &Device,
+    specs: &[EpisodeSpec],
+    harness: &HarnessConfig,
+    sampler: &Sampler,
+    info: &PolicyInfo,
+) -> Vec<Rollout> {
+    in_parts(specs, rollout_threads(device), |part| {
+        let mut generator = ModelGenerator::new(model, device.clone());
+        run_lockstep(part, harness, &mut generator, sampler, info)
+    })
+}
+
+/// `work` over `items` split into at most `threads` contiguous parts, each on its own
+/// thread, with the results concatenated in the order of `items`.
+pub fn in_parts<T: Sync, R: Send>(
+    items: &[T],
+    threads: usize,
+    work: impl Fn(&[T]) -> Vec<R> + Sync,
+) -> Vec<R> {
+    let threads = threads.clamp(1, items.len().max(1));
+    if threads == 1 {
+        return work(items);
+    }
+    let work = &work;
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = items
+            .chunks(items.len().div_ceil(threads))
+            .map(|part| scope.spawn(move || work(part)))
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|worker| match worker.join() {
+                Ok(results) => results,
+                // A worker only panics on a bug; carry the panic to the caller.
+                Err(panic) => std::panic::resume_unwind(panic),
+            })
+            .collect()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::train::config::ModelConfig;
+    use crate::train::trainer::vocab;
+    use arlbook_core::agent::{EpisodeIds, Split, generate_task};
+
+    #[test]
+    fn parts_come_back_in_the_order_of_the_items() {
+        let items: Vec<u32> = (0..11).collect();
+        for threads in [0, 1, 2, 3, 11, 40] {
+            let doubled = in_parts(&items, threads, |part| part.iter().map(|x| x * 2).collect());
+            assert_eq!(doubled, (0..11).map(|x| x * 2).collect::<Vec<_>>());
+        }
+        assert!(in_parts(&[] as &[u32], 4, <[u32]>::to_vec).is_empty());
+    }
+
+    /// Splitting a rollout across threads must give every episode the same tokens as
+    /// one lockstep over all of them: each episode samples from its own stream, and a
+    /// row's logits do not depend on the other rows of its batch.
+    #[test]
+    fn threaded_rollout_equals_one_lockstep() {
+        let device = Device::flex();
+        device.seed(3);
+        let config = ModelConfig {
+            layers: 1,
+            width: 32,
+            heads: 2,
+            context: 640,
+        };
+        let model = PolicyModel::new(&config, vocab(), &device);
+        let specs: Vec<EpisodeSpec> = (0..5)
+            .map(|i| EpisodeSpec {
+                task: generate_task(Split::Train, i),
+                ids: EpisodeIds {
+                    group_id: i,
+                    sample_id: 0,
+                },
+                seed: 40 + i,
+            })
+            .collect();
+        let harness = HarnessConfig {
+            max_turns: 3,
+            ..HarnessConfig::default()
+        };
+        let sampler = Sampler {
+            temperature: 1.0,
+            top_p: None,
+        };
+        let info = PolicyInfo {
+            name: "test".to_owned(),
+            version: "0".to_owned(),
+            sampling: arlbook_core::agent::SamplingSettings::default(),
+        };
+        let mut generator = ModelGenerator::new(&model, device.clone());
+        let together = run_lockstep(&specs, &harness, &mut generator, &sampler, &info);
+        let threaded = in_parts(&specs, 2, |part| {
+            let mut generator = ModelGenerator::new(&model, device.clone());
+            run_lockstep(part, &harness, &mut generator, &sampler, &info)
+        });
+        assert_eq!(together.len(), threaded.len());
+        for (a, b) in together.iter().zip(&threaded) {
+            assert_eq!(a.record.group_id, b.record.group_id);
+            assert_eq!(a.record.tokens, b.record.tokens);
+            assert!(a.record.generated_tokens() > 0);
+            for (x, y) in a.entropy.iter().zip(&b.entropy) {
+                assert!((x - y).abs() < 1e-5, "{x} vs {y}");
+            }
+        }
     }
 }

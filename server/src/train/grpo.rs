@@ -50,13 +50,13 @@ use serde_json::json;
 use super::batching::{MicroBatch, micro_batch, weight_tensor};
 use super::checkpoint::{PendingBatch, StoredRollout};
 use super::config::{AdvantageScale, TrainConfig};
-use super::generate::ModelGenerator;
+use super::generate::roll_out;
 use super::loss::{
     SurrogateInputs, SurrogateSettings, surrogate_loss, token_entropy, token_logprobs,
 };
 use super::model::PolicyModel;
 use super::optimizer::{clip_global_norm, learning_rate};
-use super::rollout::{EpisodeSpec, Rollout, run_lockstep};
+use super::rollout::{EpisodeSpec, Rollout};
 use super::sampling::Sampler;
 use super::trainer::{Trainer, vocab};
 
@@ -141,8 +141,7 @@ pub fn collect(
                 });
             }
         }
-        let mut generator = ModelGenerator::new(model, device.clone());
-        let rollouts = run_lockstep(&specs, &config.harness, &mut generator, &sampler, &info);
+        let rollouts = roll_out(model, device, &specs, &config.harness, &sampler, &info);
         sampled += rollouts.len();
         sampled_tokens += rollouts
             .iter()
@@ -522,9 +521,8 @@ pub fn validation_success(
         temperature: 0.0,
         top_p: None,
     };
-    let mut generator = ModelGenerator::new(model, device.clone());
     let info = policy_info(config, "validation".to_owned());
-    let rollouts = run_lockstep(&specs, &config.harness, &mut generator, &greedy, &info);
+    let rollouts = roll_out(model, device, &specs, &config.harness, &greedy, &info);
     rollouts.iter().filter(|r| r.record.success()).count() as f64 / tasks.max(1) as f64
 }
 
