@@ -5,6 +5,8 @@ fused qkv projection, 4x GELU MLP, final LayerNorm, linear head), same shapes, s
 phases: a prefill and greedy decode with a key/value cache (rollout), then forward,
 the clipped token-mean surrogate, backward over microbatches and one AdamW step
 (update). Prints one JSON object with the same fields as the Rust side.
+`--device cuda` runs it on a GPU (every tensor is created there; the clock is read
+after the device has finished).
 
     python bench/torch_policy.py --layers 2 --width 96 --heads 4 --context 640 \
         --vocab 408 --rows 64 --prompt 200 --new-tokens 32 --microbatch-rows 16
@@ -116,8 +118,16 @@ def main():
                           ("rows", 64), ("prompt", 200), ("new-tokens", 32), ("microbatch-rows", 16),
                           ("repeats", 3), ("threads", 2)]:
         parser.add_argument(f"--{name}", type=int, default=default)
+    parser.add_argument("--device", default="cpu")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    torch.set_default_device(args.device)
+
+    def clock():
+        if args.device != "cpu":
+            torch.cuda.synchronize()
+        return time.perf_counter()
+
     torch.manual_seed(1)
     model = Policy(args.vocab, args.width, args.heads, args.layers, args.context)
     optim = torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.01)
@@ -125,7 +135,7 @@ def main():
     seq = args.prompt + args.new_tokens
     best_rollout = best_update = float("inf")
     for repeat in range(args.repeats + 1):
-        t0 = time.perf_counter()
+        t0 = clock()
         model.eval()
         caches, logits = model.prefill(contexts)
         sequences = [contexts]
@@ -133,9 +143,9 @@ def main():
             next_tokens = logits.argmax(dim=1)
             sequences.append(next_tokens.view(-1, 1))
             caches, logits = model.decode_step(caches, next_tokens, args.prompt + step)
-        rollout_s = time.perf_counter() - t0
+        rollout_s = clock() - t0
         sequences = torch.cat(sequences, dim=1)
-        t1 = time.perf_counter()
+        t1 = clock()
         model.train()
         optim.zero_grad()
         t = seq - 1
@@ -148,12 +158,12 @@ def main():
             loss = surrogate(logp, logp.detach() * mask, torch.full((n, 1), 0.5), mask * weight)
             loss.backward()
         optim.step()
-        update_s = time.perf_counter() - t1
+        update_s = clock() - t1
         if repeat > 0:
             best_rollout = min(best_rollout, rollout_s)
             best_update = min(best_update, update_s)
     print(json.dumps({
-        "implementation": f"pytorch {torch.__version__}",
+        "implementation": f"pytorch {torch.__version__} ({args.device})",
         "parameters": sum(p.numel() for p in model.parameters()),
         "rollout_s": best_rollout,
         "rollout_tokens_per_s": args.rows * args.new_tokens / best_rollout,

@@ -11,6 +11,7 @@ mod bench_server;
 mod bench_train;
 mod bench_web;
 mod cmd;
+mod device;
 mod e2e;
 mod serve;
 mod test;
@@ -33,6 +34,9 @@ tasks:
   bench train     the trainer's GRPO workload vs the same model in PyTorch (CPU)
   bench server    requests/s and p50/p99 latency of a compute call, N keep-alive clients
   bench web       the release bundle's size (raw, gzip) and every figure's redraw latency
+  device-bundle [--dev]
+                  build what xtask/device/gpu-check.sh needs on a GPU machine
+                  (a release arlbook and the Vulkan loader) into target/device
 ";
 
 fn main() -> ExitCode {
@@ -44,6 +48,7 @@ fn main() -> ExitCode {
         Some("check") => test::run_static_checks(),
         Some("e2e") => e2e::run_browser_tests(),
         Some("bench") => bench::run(&args[1..]),
+        Some("device-bundle") => device::bundle(&args[1..]),
         Some("help" | "--help" | "-h") | None => {
             print!("{USAGE}");
             return ExitCode::SUCCESS;
