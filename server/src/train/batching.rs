@@ -1,8 +1,12 @@
 //! Episodes into the tensors of one forward pass: the padded arrays of
 //! `core::agent::pad_records` (right padding, targets shifted by one, loss only on
 //! generated tokens) moved to the device, plus the per-token extras of the loss.
+//!
+//! Each episode enters without the tokens after its last action. They carry no loss
+//! and condition nothing that does, and the last observation of an episode that ran
+//! out of room is what takes it past the model's context.
 
-use arlbook_core::agent::{PaddedBatch, pad_records};
+use arlbook_core::agent::{EpisodeRecord, PaddedBatch, SpanRole, pad_records};
 use burn::prelude::*;
 
 use super::rollout::Rollout;
@@ -27,13 +31,34 @@ pub struct MicroBatch {
     pub padded: PaddedBatch,
 }
 
+/// `record` without the tokens (and spans) after the end of its last action.
+fn up_to_last_action(record: &EpisodeRecord) -> EpisodeRecord {
+    let end = record
+        .spans
+        .iter()
+        .filter(|s| s.role == SpanRole::Action)
+        .map(|s| s.end)
+        .max()
+        .unwrap_or(record.tokens.len());
+    let mut record = record.clone();
+    record.tokens.truncate(end);
+    record.spans.retain(|s| s.start < end);
+    for span in &mut record.spans {
+        span.end = span.end.min(end);
+    }
+    record
+}
+
 fn to_i32(values: &[u32]) -> Vec<i32> {
     values.iter().map(|&v| v as i32).collect()
 }
 
 /// Builds the microbatch of `rollouts` on `device` (`vocab` for the nucleus masks).
 pub fn micro_batch(rollouts: &[&Rollout], vocab: usize, device: &Device) -> MicroBatch {
-    let records: Vec<_> = rollouts.iter().map(|r| r.record.clone()).collect();
+    let records: Vec<_> = rollouts
+        .iter()
+        .map(|r| up_to_last_action(&r.record))
+        .collect();
     let padded = pad_records(&records);
     let n = padded.rows;
     let s = padded.seq_len;
@@ -101,4 +126,47 @@ pub fn weight_tensor(batch: &MicroBatch, row_weights: &[f64], device: &Device) -
         }
     }
     Tensor::from_data(TensorData::new(weights, [n, t]), device)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arlbook_core::agent::{
+        EpisodeIds, HarnessConfig, Span, Teacher, article_example, run_episode,
+    };
+
+    /// An episode cut off by the token budget ends with an observation past the
+    /// model's context; the microbatch stops at the last action and keeps its loss.
+    #[test]
+    fn tokens_after_the_last_action_are_left_out() {
+        let task = article_example();
+        let ids = EpisodeIds {
+            group_id: 0,
+            sample_id: 0,
+        };
+        let whole = run_episode(
+            &task,
+            &mut Teacher::new(&task),
+            &HarnessConfig::default(),
+            ids,
+            1,
+        );
+        let mut long = whole.clone();
+        let start = long.tokens.len();
+        long.tokens.extend(std::iter::repeat_n(7, 50));
+        long.spans.push(Span {
+            role: SpanRole::Observation,
+            start,
+            end: start + 50,
+        });
+        let rollouts = [whole, long].map(|record| Rollout {
+            record,
+            keep: Vec::new(),
+            entropy: Vec::new(),
+        });
+        let batch = micro_batch(&[&rollouts[0], &rollouts[1]], 408, &Device::flex());
+        assert_eq!(batch.padded.seq_len, start);
+        assert_eq!(batch.generated[0], batch.generated[1]);
+        assert_eq!(batch.generated[0], rollouts[0].record.generated_tokens());
+    }
 }

@@ -69,6 +69,20 @@ pub struct SftConfig {
     pub learning_rate: f64,
     /// Linear warm-up steps. Default 20.
     pub warmup_steps: usize,
+    /// Extra steps on recovery demonstrations after `steps` (see `train::recovery`);
+    /// 0 turns the phase off. Default 0.
+    pub recovery_steps: usize,
+    /// Training tasks the model attempts once (at temperature 1) to collect the
+    /// recovery demonstrations from. Default 512.
+    pub recovery_tasks: usize,
+}
+
+impl SftConfig {
+    /// All SFT steps: the teacher phase, then the recovery phase. The cosine learning
+    /// rate schedule spans both.
+    pub fn total_steps(&self) -> usize {
+        self.steps + self.recovery_steps
+    }
 }
 
 impl Default for SftConfig {
@@ -79,6 +93,8 @@ impl Default for SftConfig {
             tasks: 4000,
             learning_rate: 3e-3,
             warmup_steps: 20,
+            recovery_steps: 0,
+            recovery_tasks: 512,
         }
     }
 }
@@ -318,6 +334,11 @@ impl TrainConfig {
             "must be at least 1",
         )?;
         require(s.tasks >= 1, "sft.tasks", "must be at least 1")?;
+        require(
+            s.recovery_steps == 0 || s.recovery_tasks >= 1,
+            "sft.recovery_tasks",
+            "must be at least 1 when sft.recovery_steps is set",
+        )?;
         self.validate_rest()
     }
 
@@ -431,6 +452,8 @@ impl TrainConfig {
             (s.batch_episodes, "sft.batch_episodes", MAX_BATCH),
             (s.tasks, "sft.tasks", MAX_TASKS),
             (s.warmup_steps, "sft.warmup_steps", MAX_STEPS),
+            (s.recovery_steps, "sft.recovery_steps", MAX_STEPS),
+            (s.recovery_tasks, "sft.recovery_tasks", MAX_TASKS),
             (g.steps, "grpo.steps", MAX_STEPS),
             (g.tasks_per_batch, "grpo.tasks_per_batch", MAX_BATCH),
             (g.group_size, "grpo.group_size", MAX_BATCH),
@@ -495,6 +518,9 @@ mod tests {
         assert!(err.to_string().contains("group_sise"), "{err}");
         let err = TrainConfig::from_toml("[grpo]\nreduction = \"mean\"\n").unwrap_err();
         assert!(err.to_string().contains("reduction"), "{err}");
+        let err =
+            TrainConfig::from_toml("[sft]\nrecovery_steps = 5\nrecovery_tasks = 0\n").unwrap_err();
+        assert!(err.to_string().contains("sft.recovery_tasks"), "{err}");
         let err = TrainConfig::from_toml("[grpo]\neps_low = nan\n").unwrap_err();
         assert!(err.to_string().contains("grpo.eps_low"), "{err}");
         let err = TrainConfig::from_toml("[grpo]\ngroup_size = 1000000000000\n").unwrap_err();

@@ -26,6 +26,7 @@ pub mod model;
 pub mod optimizer;
 pub mod plot;
 pub mod progress;
+pub mod recovery;
 pub mod rollout;
 pub mod sampling;
 pub mod sft;

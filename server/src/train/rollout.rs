@@ -24,6 +24,8 @@ pub struct Request<'a> {
     pub limit: usize,
     /// The episode's policy stream.
     pub rng: &'a mut RandomStream,
+    /// The episode's index in the specs given to [`run_lockstep`].
+    pub episode: usize,
 }
 
 /// A generated action and what the trainer needs besides the record.
@@ -89,13 +91,15 @@ pub fn run_lockstep(
             let mut requests: Vec<Request<'_>> = runs
                 .iter_mut()
                 .zip(&limits)
-                .filter_map(|(run, limit)| {
+                .enumerate()
+                .filter_map(|(episode, (run, limit))| {
                     let limit = (*limit)?;
                     let (context, rng) = run.request();
                     Some(Request {
                         context,
                         limit,
                         rng,
+                        episode,
                     })
                 })
                 .collect();

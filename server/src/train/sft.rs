@@ -9,8 +9,15 @@
 //!
 //! A step's demonstrations are sorted by length and run through the model in slices
 //! of a few episodes, each padded only to its own longest episode; every slice adds
-//! its summed token loss divided by the step's total generated tokens, so the step's
+//! its summed token loss divided by the step's total trained tokens, so the step's
 //! loss and gradient are those of one pass over the whole batch.
+//!
+//! With `sft.recovery_steps`, a second phase follows the `sft.steps` teacher steps:
+//! the model attempts `sft.recovery_tasks` training tasks with the teacher taking over
+//! at its first mistake (see [`super::recovery`]), and the remaining steps draw their
+//! batches from those recovery demonstrations together with as many teacher ones.
+//! The recovery demonstrations are saved in the run folder (`recovery.jsonl`) before
+//! the phase's first step, so a resumed run trains on the same ones.
 
 use std::time::Instant;
 
@@ -18,17 +25,24 @@ use anyhow::{Result, bail};
 use arlbook_core::agent::{EpisodeIds, Split, Teacher, generate_task, run_episode};
 use arlbook_core::rng::RandomStream;
 use burn::optim::{GradientsAccumulator, GradientsParams};
+use burn::prelude::*;
 use serde_json::json;
 
+use super::batching::MicroBatch;
 use super::config::LrSchedule;
 use super::loss::token_logprobs;
 use super::model::PolicyModel;
 use super::optimizer::{clip_global_norm, learning_rate};
+use super::recovery::{self, Demonstration};
 use super::rollout::Rollout;
 use super::trainer::{Trainer, vocab};
 
 /// Stream id of the demonstration order (plus the pass index).
 const ORDER_STREAM: u64 = 0x5F70_0000;
+/// Stream id of the recovery phase's order (plus the pass index).
+const RECOVERY_ORDER_STREAM: u64 = 0x5F71_0000;
+/// File of the recovery demonstrations in the run folder.
+const RECOVERY_FILE: &str = "recovery.jsonl";
 /// Seed offset of the demonstration tasks.
 const TASK_SEED: u64 = 0x5F7_0000_0000;
 /// Gradient-norm clip for SFT.
@@ -36,8 +50,8 @@ const SFT_GRAD_CLIP: f64 = 1.0;
 /// Demonstrations per slice of a step (see the module docs).
 const SFT_MICROBATCH_EPISODES: usize = 8;
 
-/// The teacher's episodes on `count` training tasks.
-pub fn demonstrations(config: &super::config::TrainConfig, count: usize) -> Vec<Rollout> {
+/// The teacher's successful episodes on `count` training tasks.
+pub fn demonstrations(config: &super::config::TrainConfig, count: usize) -> Vec<Demonstration> {
     (0..count)
         .map(|i| {
             let task = generate_task(Split::Train, config.seed.wrapping_add(TASK_SEED) + i as u64);
@@ -46,14 +60,15 @@ pub fn demonstrations(config: &super::config::TrainConfig, count: usize) -> Vec<
                 group_id: i as u64,
                 sample_id: 0,
             };
-            let record = run_episode(&task, &mut teacher, &config.harness, ids, i as u64);
-            Rollout {
-                entropy: vec![0.0; record.generated_tokens()],
-                keep: Vec::new(),
-                record,
-            }
+            Demonstration::teacher(run_episode(
+                &task,
+                &mut teacher,
+                &config.harness,
+                ids,
+                i as u64,
+            ))
         })
-        .filter(|r| r.record.success())
+        .filter(|d| d.record.success())
         .collect()
 }
 
@@ -81,36 +96,116 @@ fn batch_indices(seed: u64, step: usize, batch: usize, count: usize) -> Vec<usiz
         .collect()
 }
 
-/// Runs SFT from the current position to `sft.steps`.
+/// Runs SFT from the current position to the end of both phases.
 pub fn run(trainer: &mut Trainer) -> Result<()> {
     let config = trainer.config.clone();
     let demos = demonstrations(&config, config.sft.tasks);
     if demos.is_empty() {
         bail!("sft.tasks: the teacher produced no successful demonstration");
     }
+    check_lengths(&demos, config.model.context)?;
+    if trainer.position.step < config.sft.steps {
+        let phase = Phase {
+            order_stream: ORDER_STREAM,
+            first_step: 0,
+            until: config.sft.steps,
+        };
+        run_phase(trainer, &demos, &phase, &json!({}))?;
+    }
+    if trainer.position.step < config.sft.total_steps() {
+        let (pool, summary) = recovery_pool(trainer, demos)?;
+        check_lengths(&pool, config.model.context)?;
+        let phase = Phase {
+            order_stream: RECOVERY_ORDER_STREAM,
+            first_step: config.sft.steps,
+            until: config.sft.total_steps(),
+        };
+        run_phase(trainer, &pool, &phase, &summary)?;
+    }
+    Ok(())
+}
+
+fn check_lengths(demos: &[Demonstration], context: usize) -> Result<()> {
     let too_long = demos
         .iter()
-        .filter(|d| d.record.tokens.len() > config.model.context)
+        .filter(|d| d.record.tokens.len() > context)
         .count();
     if too_long > 0 {
-        bail!(
-            "model.context: {too_long} demonstrations are longer than {} tokens",
-            config.model.context
-        );
+        bail!("model.context: {too_long} demonstrations are longer than {context} tokens");
     }
-    let total = config.sft.steps;
+    Ok(())
+}
+
+/// The recovery phase's demonstrations: those saved in the run folder, or, the first
+/// time, the ones the current model's attempts yield (saved before returning), plus as
+/// many teacher demonstrations. Also the numbers logged with the phase's steps.
+fn recovery_pool(
+    trainer: &Trainer,
+    mut teacher: Vec<Demonstration>,
+) -> Result<(Vec<Demonstration>, serde_json::Value)> {
+    let config = &trainer.config;
+    let path = trainer.out.join(RECOVERY_FILE);
+    let recovered = if let Some(saved) = recovery::load(&path)? {
+        saved
+    } else {
+        let t0 = Instant::now();
+        let policy = trainer.model.valid();
+        let (found, clean) = recovery::collect(
+            &policy,
+            &trainer.plain,
+            &config.harness,
+            config.seed,
+            config.sft.recovery_tasks,
+        );
+        eprintln!(
+            "recovery: the model made no mistake on {clean} of {} tasks; {} take-overs \
+             succeeded ({:.1} s)",
+            config.sft.recovery_tasks,
+            found.len(),
+            t0.elapsed().as_secs_f64()
+        );
+        recovery::save(&path, &found)?;
+        found
+    };
+    if recovered.is_empty() {
+        bail!("sft.recovery_tasks: the model's attempts gave no recovery demonstration");
+    }
+    let summary = json!({ "phase": "recovery", "recovery_demos": recovered.len() });
+    teacher.truncate(recovered.len());
+    teacher.extend(recovered);
+    Ok((teacher, summary))
+}
+
+/// A phase of SFT: steps `first_step..until`, whose batches come from a pool in the
+/// order of `order_stream`.
+struct Phase {
+    order_stream: u64,
+    first_step: usize,
+    until: usize,
+}
+
+/// The steps of `phase` from the current position on, on batches of `pool`; `extra`
+/// is merged into every metrics row.
+fn run_phase(
+    trainer: &mut Trainer,
+    pool: &[Demonstration],
+    phase: &Phase,
+    extra: &serde_json::Value,
+) -> Result<()> {
+    let config = trainer.config.clone();
+    let total = config.sft.total_steps();
     let mut orders_cache: Option<(usize, Vec<usize>)> = None;
-    while trainer.position.step < total {
+    while trainer.position.step < phase.until {
         let step = trainer.position.step;
         let t0 = Instant::now();
         let indices = cached_indices(
             &mut orders_cache,
-            config.seed,
-            step,
+            (config.seed, phase.order_stream),
+            step - phase.first_step,
             config.sft.batch_episodes,
-            demos.len(),
+            pool.len(),
         );
-        let mut batch: Vec<&Rollout> = indices.iter().map(|&i| &demos[i]).collect();
+        let mut batch: Vec<&Demonstration> = indices.iter().map(|&i| &pool[i]).collect();
         let (loss_value, tokens, mut grads) =
             demonstration_gradients(trainer, &mut batch, SFT_MICROBATCH_EPISODES);
         if !loss_value.is_finite() {
@@ -127,7 +222,7 @@ pub fn run(trainer: &mut Trainer) -> Result<()> {
         trainer.model = trainer.optim.step(lr, trainer.model.clone(), grads);
         trainer.position.step += 1;
         let step_s = t0.elapsed().as_secs_f64();
-        let row = json!({
+        let mut row = json!({
             "stage": "sft",
             "step": trainer.position.step,
             "steps": total,
@@ -139,12 +234,15 @@ pub fn run(trainer: &mut Trainer) -> Result<()> {
             "step_s": step_s,
             "wall_s": trainer.wall_s(),
         });
+        if let (Some(row), Some(extra)) = (row.as_object_mut(), extra.as_object()) {
+            row.extend(extra.clone());
+        }
         trainer.log(&row)?;
         if trainer
             .position
             .step
             .is_multiple_of(config.checkpoint_every)
-            || trainer.position.step == total
+            || trainer.position.step == phase.until
         {
             trainer.save_checkpoint()?;
         }
@@ -152,25 +250,22 @@ pub fn run(trainer: &mut Trainer) -> Result<()> {
     Ok(())
 }
 
-/// One SFT step's loss, generated-token count and gradients over `batch`, sorted by
+/// One SFT step's loss, trained-token count and gradients over `batch`, sorted by
 /// length in place and run `slice_episodes` at a time (the slicing of the module docs).
 fn demonstration_gradients(
     trainer: &Trainer,
-    batch: &mut [&Rollout],
+    batch: &mut [&Demonstration],
     slice_episodes: usize,
 ) -> (f64, usize, GradientsParams) {
-    batch.sort_by_key(|r| r.record.tokens.len());
-    let tokens: usize = batch.iter().map(|r| r.record.generated_tokens()).sum();
+    batch.sort_by_key(|d| d.record.tokens.len());
+    let tokens: usize = batch.iter().map(|d| d.trained_tokens()).sum();
     let mut accumulator = GradientsAccumulator::<PolicyModel>::new();
     let mut loss_value = 0.0;
     for slice in batch.chunks(slice_episodes.max(1)) {
-        let micro = super::batching::micro_batch(slice, vocab(), &trainer.device);
+        let (micro, mask) = demonstration_batch(slice, &trainer.device);
         let logits = trainer.model.forward(micro.inputs);
         let logp = token_logprobs(logits, micro.targets, 1.0, None);
-        let loss = (logp * micro.mask)
-            .sum()
-            .neg()
-            .div_scalar(tokens.max(1) as f64);
+        let loss = (logp * mask).sum().neg().div_scalar(tokens.max(1) as f64);
         let grads = loss.backward();
         loss_value += f64::from(loss.into_scalar::<f32>());
         accumulator.accumulate(
@@ -181,10 +276,45 @@ fn demonstration_gradients(
     (loss_value, tokens, accumulator.grads())
 }
 
+/// The microbatch of `rows` and its loss mask restricted to their trained tokens.
+fn demonstration_batch(rows: &[&Demonstration], device: &Device) -> (MicroBatch, Tensor<2>) {
+    let rollouts: Vec<Rollout> = rows
+        .iter()
+        .map(|d| Rollout {
+            record: d.record.clone(),
+            keep: Vec::new(),
+            entropy: Vec::new(),
+        })
+        .collect();
+    let refs: Vec<&Rollout> = rollouts.iter().collect();
+    let micro = super::batching::micro_batch(&refs, vocab(), device);
+    let mask = trained_mask(&micro, rows, device);
+    (micro, mask)
+}
+
+/// The microbatch's loss mask without the targets before each row's `trained_from`
+/// (target `j` is token `j + 1`).
+fn trained_mask(micro: &MicroBatch, rows: &[&Demonstration], device: &Device) -> Tensor<2> {
+    if rows.iter().all(|d| d.trained_from == 0) {
+        return micro.mask.clone();
+    }
+    let [n, t] = micro.mask.dims();
+    let width = micro.padded.seq_len.saturating_sub(1);
+    let mut mask = vec![0.0f32; n * t];
+    for (row, demo) in rows.iter().enumerate() {
+        for j in 0..width.min(t) {
+            if j + 1 >= demo.trained_from && micro.padded.loss_mask[row * width + j] == 1 {
+                mask[row * t + j] = 1.0;
+            }
+        }
+    }
+    Tensor::from_data(TensorData::new(mask, [n, t]), device)
+}
+
 /// [`batch_indices`] with the permutation of the current pass kept between steps.
 fn cached_indices(
     cache: &mut Option<(usize, Vec<usize>)>,
-    seed: u64,
+    (seed, stream): (u64, u64),
     step: usize,
     batch: usize,
     count: usize,
@@ -194,7 +324,7 @@ fn cached_indices(
             let position = step * batch + j;
             let pass = position / count;
             if cache.as_ref().is_none_or(|(p, _)| *p != pass) {
-                *cache = Some((pass, permutation(seed, ORDER_STREAM + pass as u64, count)));
+                *cache = Some((pass, permutation(seed, stream + pass as u64, count)));
             }
             cache
                 .as_ref()
@@ -227,7 +357,7 @@ mod tests {
         let demos = demonstrations(&config, 7);
         assert!(demos.len() >= 5, "the teacher solves most training tasks");
         let trainer = Trainer::fresh(config, &out, burn::tensor::Device::flex()).unwrap();
-        let mut whole: Vec<&Rollout> = demos.iter().collect();
+        let mut whole: Vec<&Demonstration> = demos.iter().collect();
         let mut sliced = whole.clone();
         let (loss_whole, tokens_whole, mut grads_whole) =
             demonstration_gradients(&trainer, &mut whole, usize::MAX);
@@ -248,13 +378,39 @@ mod tests {
         let _ = std::fs::remove_dir_all(&out);
     }
 
+    /// A demonstration taken over by the teacher is trained only from `trained_from`:
+    /// the mask keeps exactly its trained tokens, and all of a teacher episode's.
+    #[test]
+    fn the_mask_starts_at_each_demonstrations_trained_from() {
+        let config = TrainConfig::default();
+        let demos = demonstrations(&config, 3);
+        let record = demos[0].record.clone();
+        let second_call = record
+            .spans
+            .iter()
+            .filter(|s| s.role == arlbook_core::agent::SpanRole::Action)
+            .nth(1)
+            .unwrap()
+            .start;
+        let partial = Demonstration {
+            record,
+            trained_from: second_call,
+        };
+        assert!(partial.trained_tokens() < partial.record.generated_tokens());
+        let rows = [&demos[1], &partial];
+        let (_, mask) = demonstration_batch(&rows, &burn::tensor::Device::flex());
+        let per_row: Vec<f32> = mask.sum_dim(1).try_into_vec_as::<f32>().unwrap();
+        assert_eq!(per_row[0] as usize, demos[1].trained_tokens());
+        assert_eq!(per_row[1] as usize, partial.trained_tokens());
+    }
+
     #[test]
     fn batches_cover_every_demonstration_once_per_pass_and_are_reproducible() {
         let count = 10;
         let mut seen = vec![0; count];
         let mut cache = None;
         for step in 0..5 {
-            let indices = cached_indices(&mut cache, 3, step, 2, count);
+            let indices = cached_indices(&mut cache, (3, ORDER_STREAM), step, 2, count);
             assert_eq!(indices, batch_indices(3, step, 2, count));
             for i in indices {
                 seen[i] += 1;

@@ -195,7 +195,7 @@ impl Trainer {
         }
         if matches!(stage, Stage::Grpo | Stage::All) {
             if self.position.stage == 0 {
-                if self.position.step < self.config.sft.steps {
+                if self.position.step < self.config.sft.total_steps() {
                     bail!(
                         "the SFT stage is not finished in {}; run --stage sft (or all) first, or pass --init",
                         self.out.display()

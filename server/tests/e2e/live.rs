@@ -1,8 +1,8 @@
 //! The live-training chapter against the real server and without one.
 //!
 //! With `arlbook serve`: the chapter finds the server, lists the presets, starts a tiny
-//! job from its form (4 SFT steps, 1 GRPO step of `cpu-small`), follows its metrics
-//! stream to the end, and shows exactly the rows the job wrote. From plain static files
+//! job from its form (4 SFT steps, no recovery steps, 1 GRPO step of `cpu-small`),
+//! follows its metrics stream to the end, and shows exactly the rows the job wrote. From plain static files
 //! (no API): it says so and charts the recorded run bundled with the app.
 
 use std::time::Duration;
@@ -34,6 +34,13 @@ fn mode(browser: &Browser) -> Option<String> {
         .map(str::to_owned)
 }
 
+/// What the test types into the form: a job of a few seconds.
+const TINY_JOB: [(&str, &str); 3] = [
+    ("live-sft-steps", "4"),
+    ("live-recovery-steps", "0"),
+    ("live-grpo-steps", "1"),
+];
+
 /// Served by `arlbook serve`: a job started from the form is streamed to its end.
 pub fn a_job_started_from_the_page_streams_to_its_end(checks: &mut Checks) {
     let browser = Browser::start(Gpu::Disabled, 1100, 1400);
@@ -54,7 +61,7 @@ pub fn a_job_started_from_the_page_streams_to_its_end(checks: &mut Checks) {
         checks.failures.push(format!("{PAGE}: no presets listed"));
         return;
     }
-    for (id, value) in [("live-sft-steps", "4"), ("live-grpo-steps", "1")] {
+    for (id, value) in TINY_JOB {
         match browser.find(id, SETTLE) {
             Some(field) => browser.send_keys(&field, value),
             None => checks.failures.push(format!("{PAGE}: no field {id}")),

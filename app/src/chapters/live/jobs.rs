@@ -124,16 +124,19 @@ pub struct Overrides {
     pub seed: String,
     /// `sft.steps`.
     pub sft_steps: String,
+    /// `sft.recovery_steps`.
+    pub recovery_steps: String,
     /// `grpo.steps`.
     pub grpo_steps: String,
 }
 
 impl Overrides {
     /// The fields in the form's order: `(dotted config field, text)`.
-    pub fn fields(&self) -> [(&'static str, &str); 3] {
+    pub fn fields(&self) -> [(&'static str, &str); 4] {
         [
             ("seed", &self.seed),
             ("sft.steps", &self.sft_steps),
+            ("sft.recovery_steps", &self.recovery_steps),
             ("grpo.steps", &self.grpo_steps),
         ]
     }
@@ -191,11 +194,13 @@ mod tests {
         let overrides = Overrides {
             seed: " 11 ".to_owned(),
             sft_steps: "6".to_owned(),
+            recovery_steps: "0".to_owned(),
             grpo_steps: "1".to_owned(),
         };
         assert_eq!(
             job_request("cpu-small", &overrides).unwrap(),
-            json!({"preset": "cpu-small", "seed": 11, "sft": {"steps": 6}, "grpo": {"steps": 1}})
+            json!({"preset": "cpu-small", "seed": 11,
+                   "sft": {"steps": 6, "recovery_steps": 0}, "grpo": {"steps": 1}})
         );
         assert_eq!(
             job_request("cpu-small", &Overrides::default()).unwrap(),

@@ -64,6 +64,7 @@ struct Form {
     chosen: RwSignal<String>,
     seed: RwSignal<String>,
     sft_steps: RwSignal<String>,
+    recovery_steps: RwSignal<String>,
     grpo_steps: RwSignal<String>,
     error: RwSignal<Option<FormError>>,
     notice: RwSignal<String>,
@@ -77,6 +78,7 @@ impl Form {
             chosen: RwSignal::new(String::new()),
             seed: RwSignal::new(String::new()),
             sft_steps: RwSignal::new(String::new()),
+            recovery_steps: RwSignal::new(String::new()),
             grpo_steps: RwSignal::new(String::new()),
             error: RwSignal::new(None),
             notice: RwSignal::new(String::new()),
@@ -114,6 +116,7 @@ impl Form {
         let overrides = Overrides {
             seed: self.seed.get_untracked(),
             sft_steps: self.sft_steps.get_untracked(),
+            recovery_steps: self.recovery_steps.get_untracked(),
             grpo_steps: self.grpo_steps.get_untracked(),
         };
         let body = match jobs::job_request(&self.chosen.get_untracked(), &overrides) {
@@ -161,6 +164,7 @@ pub fn JobForm(session: Session) -> impl IntoView {
         chosen,
         seed,
         sft_steps,
+        recovery_steps,
         grpo_steps,
         error,
         notice,
@@ -211,6 +215,7 @@ pub fn JobForm(session: Session) -> impl IntoView {
                 </p>
                 <OverrideInput id="live-seed" field="seed" label="random" value=seed preset=preset error=error/>
                 <OverrideInput id="live-sft-steps" field="sft.steps" label="SFT steps" value=sft_steps preset=preset error=error/>
+                <OverrideInput id="live-recovery-steps" field="sft.recovery_steps" label="recovery steps" value=recovery_steps preset=preset error=error/>
                 <OverrideInput id="live-grpo-steps" field="grpo.steps" label="GRPO steps" value=grpo_steps preset=preset error=error/>
                 <div class="control">
                     <label for="live-token">"token"</label>

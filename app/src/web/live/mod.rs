@@ -5,8 +5,8 @@
 //!
 //! Element ids for tests: `live-mode` (`data-mode`: `checking`, `server` or
 //! `recorded`), the form (`live-preset`, `live-seed`, `live-sft-steps`,
-//! `live-grpo-steps`, `live-token`, `live-start`, `live-error` with `data-field`),
-//! the jobs (`live-job-{id}`, `-state` with `data-state`, `-watch`, `-cancel`), the
+//! `live-recovery-steps`, `live-grpo-steps`, `live-token`, `live-start`, `live-error`
+//! with `data-field`), the jobs (`live-job-{id}`, `-state` with `data-state`, `-watch`, `-cancel`), the
 //! stream (`live-stream`: `data-state`, `data-job`), the chart (`live-canvas`) and the
 //! readouts (`live-rows`, `live-step`, `live-success`, each with `data-value`).
 
