@@ -24,7 +24,6 @@
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use arlbook_core::agent::policy::last_observation;
 use arlbook_core::agent::tokenizer::END;
 use arlbook_core::agent::{
     EpisodeIds, EpisodeRecord, HarnessConfig, Policy, PolicyInfo, SpanRole, Split, Teacher,
@@ -134,16 +133,13 @@ impl<G: Generator> Generator for TakeOver<G> {
             let Driver::Model(calls) = self.drivers[episode] else {
                 continue;
             };
-            let call = self.teachers[episode].decide(last_observation(request.context).as_deref());
-            let mut wanted = tokenizer().encode(&call.to_text());
-            wanted.push(END);
-            wanted.truncate(request.limit);
-            actions[k] = Some(if action.generation.tokens == wanted {
+            let wanted = teacher_action(&mut self.teachers[episode], request);
+            actions[k] = Some(if action.generation.tokens == wanted.generation.tokens {
                 self.drivers[episode] = Driver::Model(calls + 1);
                 action
             } else if ends_or_malformed(&action.generation.tokens) {
                 self.drivers[episode] = Driver::Teacher(calls);
-                teacher_action(&mut self.teachers[episode], request)
+                wanted
             } else {
                 self.drivers[episode] = Driver::Teacher(calls + 1);
                 action

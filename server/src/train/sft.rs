@@ -114,7 +114,6 @@ pub fn run(trainer: &mut Trainer) -> Result<()> {
     }
     if trainer.position.step < config.sft.total_steps() {
         let (pool, summary) = recovery_pool(trainer, demos)?;
-        check_lengths(&pool, config.model.context)?;
         let phase = Phase {
             order_stream: RECOVERY_ORDER_STREAM,
             first_step: config.sft.steps,
@@ -170,6 +169,7 @@ fn recovery_pool(
     if recovered.is_empty() {
         bail!("sft.recovery_tasks: the model's attempts gave no recovery demonstration");
     }
+    check_lengths(&recovered, config.model.context)?;
     let summary = json!({ "phase": "recovery", "recovery_demos": recovered.len() });
     teacher.truncate(recovered.len());
     teacher.extend(recovered);
