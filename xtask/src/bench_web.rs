@@ -62,7 +62,9 @@ pub fn run_bench() -> anyhow::Result<()> {
     );
 
     let mut test = cargo();
-    test.args(["test", "--workspace", "--test", "e2e", "--", "--nocapture"]);
+    test.arg("test")
+        .args(crate::cmd::PACKAGES)
+        .args(["--test", "e2e", "--", "--nocapture"]);
     crate::cmd::lint_while_building(&mut test)?;
     crate::e2e::browser_test_env(&mut test, &dist)?;
     test.env("ARLBOOK_E2E_ONLY", "latency");

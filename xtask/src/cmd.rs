@@ -13,6 +13,13 @@ pub fn workspace_root() -> PathBuf {
         .map_or_else(|| manifest_dir.clone(), std::path::Path::to_path_buf)
 }
 
+/// The packages that every test and binary build here selects: the workspace without
+/// xtask. One selection gives one feature set, so each build reuses the dependencies the
+/// previous one compiled. xtask stays out because `cargo xtask` has already compiled its
+/// dependencies with the features xtask alone asks for; inside the workspace they would
+/// unify with the other crates' features and compile a second time.
+pub const PACKAGES: [&str; 3] = ["--workspace", "--exclude", "xtask"];
+
 /// `cargo` as invoked by the user (respects `$CARGO`).
 pub fn cargo() -> Command {
     let mut command = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));

@@ -23,16 +23,12 @@ const MAX_BUNDLE_BYTES: u64 = 56 << 20;
 pub fn bundle(args: &[String]) -> anyhow::Result<()> {
     let dev = args.iter().any(|a| a == "--dev");
     let profile = if dev { "dev" } else { "release" };
-    // `--workspace`, as every other build here, so that features unify the same way
-    // and the dependencies already built are reused.
-    run(cargo().args([
-        "build",
-        "--profile",
-        profile,
-        "--workspace",
-        "--bin",
-        "arlbook",
-    ]))?;
+    // The packages every other build here selects, so that features unify the same
+    // way and the dependencies already built are reused.
+    run(cargo()
+        .args(["build", "--profile", profile])
+        .args(crate::cmd::PACKAGES)
+        .args(["--bin", "arlbook"]))?;
     let root = workspace_root();
     let built = root
         .join("target")

@@ -24,10 +24,12 @@ pub fn run_browser_tests() -> anyhow::Result<()> {
         lint: true,
     })?;
     let mut test = cargo();
-    // `--workspace` and the linting wrapper, as `cargo xtask test` builds: the same
+    // The same packages and linting wrapper as `cargo xtask test` builds with: the same
     // packages, features and compiler give the same fingerprints, so the binary built
     // there is reused here instead of rebuilt.
-    test.args(["test", "--workspace", "--test", "e2e", "--", "--nocapture"]);
+    test.arg("test")
+        .args(crate::cmd::PACKAGES)
+        .args(["--test", "e2e", "--", "--nocapture"]);
     crate::cmd::lint_while_building(&mut test)?;
     browser_test_env(&mut test, &dist)?;
     run(&mut test)?;

@@ -46,7 +46,11 @@ pub fn run_static_checks() -> anyhow::Result<()> {
 /// 1. `cargo fmt --check`;
 /// 2. the notebook's wasm32 build (dev profile), linting core, shaders and the app for
 ///    wasm32 while compiling them (this is also the wasm32 build check of the core);
-/// 3. one `cargo test --workspace` that lints every native crate while compiling it
+/// 3. xtask's own tests, linted, on its own: `cargo xtask` has already compiled its
+///    dependencies with the features xtask alone asks for, while inside the workspace
+///    build the other crates' features would change them and compile them a second
+///    time (wasm-bindgen's CLI library and the wasm parsers under it are large);
+/// 4. one `cargo test` of every other crate that lints each one while compiling it
 ///    (clippy's driver as the workspace compiler, warnings denied) and runs every test,
 ///    the browser tests included (against the bundle of step 2, in headless Chromium).
 pub fn run_all() -> anyhow::Result<()> {
@@ -57,8 +61,14 @@ pub fn run_all() -> anyhow::Result<()> {
         dev: true,
         lint: true,
     })?;
+    let mut xtask_tests = cargo();
+    xtask_tests.args(["test", "--package", "xtask"]);
+    crate::cmd::lint_while_building(&mut xtask_tests)?;
+    run(&mut xtask_tests)?;
     let mut test = cargo();
-    test.args(["test", "--workspace", "--no-fail-fast"]);
+    test.arg("test")
+        .args(crate::cmd::PACKAGES)
+        .arg("--no-fail-fast");
     crate::cmd::lint_while_building(&mut test)?;
     crate::e2e::browser_test_env(&mut test, &dist)?;
     run(&mut test)?;

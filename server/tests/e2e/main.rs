@@ -110,7 +110,9 @@ fn notebook_in_headless_chromium() {
     let only = std::env::var("ARLBOOK_E2E_ONLY").unwrap_or_default();
     for (name, check) in groups {
         if only.is_empty() || only.split(',').any(|o| o.trim() == name) {
+            let started = std::time::Instant::now();
             check(&mut checks);
+            eprintln!("e2e: {name} took {:.1} s", started.elapsed().as_secs_f64());
         }
     }
     assert!(
