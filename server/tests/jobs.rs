@@ -632,6 +632,18 @@ fn presets_are_listed_with_their_settings() {
         small["config"]["model"]["width"].as_i64(),
         on_disk["model"]["width"].as_integer()
     );
+    // A setting the file leaves out is listed with its default.
+    assert!(
+        !on_disk["sft"]
+            .as_table()
+            .unwrap()
+            .contains_key("recovery_steps")
+    );
+    assert_eq!(
+        small["config"]["sft"]["recovery_steps"].as_i64(),
+        Some(0),
+        "{body}"
+    );
     drop(server);
     cleanup(&data);
 }

@@ -93,6 +93,15 @@ pub fn load_preset(name: &str, configs: &Path) -> Result<Map<String, Value>, Fie
     }
 }
 
+/// Every setting a job started from preset `name` trains with: the file's fields and
+/// the defaults of those it leaves out, as JSON (what `GET /api/presets` shows, so a
+/// form can show the value a field it leaves empty will take).
+pub fn resolved_preset(name: &str, configs: &Path) -> Result<Value, FieldError> {
+    let config: TrainConfig = api::parse_request(Value::Object(load_preset(name, configs)?))?;
+    serde_json::to_value(config)
+        .map_err(|e| FieldError::new("preset", format!("`{name}` does not convert to JSON: {e}")))
+}
+
 /// The first comment line of a preset file (what it is for), without the `#`.
 pub fn preset_summary(name: &str, configs: &Path) -> String {
     std::fs::read_to_string(configs.join(format!("{name}.toml")))

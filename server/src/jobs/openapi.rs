@@ -77,7 +77,7 @@ pub const OPERATIONS: &[Operation] = &[
     op(
         "get",
         "/api/presets",
-        "The training presets (configs/*.toml): name, first comment line, settings as JSON.",
+        "The training presets (configs/*.toml): name, first comment line, every setting as JSON (defaults filled in).",
         (
             "200",
             "{\"presets\": [{\"name\", \"summary\", \"config\"}]}",

@@ -106,14 +106,15 @@ pub async fn submit(State(state): State<JobsState>, body: Bytes) -> Response {
     }
 }
 
-/// `GET /api/presets`: the training presets a job can start from, with their settings.
+/// `GET /api/presets`: the training presets a job can start from, with every setting
+/// (defaults filled in). A preset file that does not parse is left out.
 pub async fn presets(State(state): State<JobsState>) -> Response {
     let configs = state.configs.clone();
     let listed = tokio::task::spawn_blocking(move || {
         input::presets(&configs)
             .into_iter()
             .filter_map(|name| {
-                let config = input::load_preset(&name, &configs).ok()?;
+                let config = input::resolved_preset(&name, &configs).ok()?;
                 let summary = input::preset_summary(&name, &configs);
                 Some(json!({ "name": name, "summary": summary, "config": config }))
             })

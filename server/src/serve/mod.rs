@@ -5,7 +5,8 @@
 //! - `GET /api/health`: liveness and version.
 //! - `GET /api/compute`, `GET /api/compute/{name}/example`, `POST /api/compute/{name}`:
 //!   the compute API; a rejected input answers 422 with `{"error": {"field", "message"}}`.
-//! - `GET /api/presets`: the training presets of `--configs DIR` (name, summary, settings).
+//! - `GET /api/presets`: the training presets of `--configs DIR` (name, summary, every
+//!   setting with defaults filled in).
 //! - `POST /api/jobs`, `GET /api/jobs`, `GET /api/jobs/{id}`, `DELETE /api/jobs/{id}`,
 //!   `GET /api/jobs/{id}/metrics` (server-sent events): training jobs (see [`crate::jobs`]).
 //! - any other `/api/...` path: a JSON 404.

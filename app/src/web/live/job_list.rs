@@ -1,6 +1,8 @@
 //! The job list: each job's id, preset, state, and Watch and Cancel buttons. Rows are
 //! keyed by job id, so a refresh that only changes a state keeps the buttons (and the
-//! keyboard focus on them) in place.
+//! keyboard focus on them) in place. A finished job's Cancel button is marked
+//! `aria-disabled` rather than `disabled`: a disabled button drops the keyboard focus
+//! the reader had on it when the cancellation went through.
 
 use leptos::prelude::*;
 
@@ -44,8 +46,12 @@ fn JobRow(job: Job, session: Session) -> impl IntoView {
                 <button
                     type="button"
                     id=format!("live-job-{id}-cancel")
-                    disabled=move || is_final(&state())
-                    on:click=move |_| session.cancel(id)
+                    aria-disabled=move || is_final(&state()).to_string()
+                    on:click=move |_| {
+                        if !is_final(&state()) {
+                            session.cancel(id);
+                        }
+                    }
                 >
                     "Cancel"
                 </button>
