@@ -24,8 +24,8 @@ pub fn run_browser_tests() -> anyhow::Result<()> {
         lint: true,
     })?;
     let mut test = cargo();
-    // The same packages and linting wrapper as `cargo xtask test` builds with: the same
-    // packages, features and compiler give the same fingerprints, so the binary built
+    // The package selection and linting wrapper that `cargo xtask test` builds with: the
+    // same packages, features and compiler give the same fingerprints, so the binary built
     // there is reused here instead of rebuilt.
     test.arg("test")
         .args(crate::cmd::PACKAGES)

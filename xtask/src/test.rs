@@ -44,7 +44,7 @@ pub fn run_static_checks() -> anyhow::Result<()> {
 
 /// Everything CI runs, with as few builds as possible on a 2-core machine:
 /// 1. `cargo fmt --check`;
-/// 2. the notebook's wasm32 build (dev profile), linting core, shaders and the app for
+/// 2. the notebook's wasm32 build (`web-dev` profile), linting core, shaders and the app for
 ///    wasm32 while compiling them (this is also the wasm32 build check of the core);
 /// 3. xtask's own tests, linted, on its own: `cargo xtask` has already compiled its
 ///    dependencies with the features xtask alone asks for, while inside the workspace
