@@ -1,14 +1,20 @@
-//! Task generation: determinism, split disjointness, and the templates against
-//! independent Rust implementations.
+//! Task generation: determinism, splits by problem key, tiers, and the grammar's
+//! programs against an independent implementation of their specifications.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
-use arlbook_core::agent::interp::{Value, run};
-use arlbook_core::agent::program::parse_program;
-use arlbook_core::agent::task::{
-    Split, all_families, constant_band, families_of, family_split, generate_task,
+use arlbook_core::agent::grammar::{
+    Aggregate, BugKind, Distractor, GuardKind, MapKind, Names, Problem, Skeleton, render,
 };
+use arlbook_core::agent::interp::{Value, run};
+use arlbook_core::agent::key::{ProblemKey, Tier, catalogue};
+use arlbook_core::agent::program::parse_program;
+use arlbook_core::agent::task::{Split, Task, generate_task};
 use arlbook_core::rng::RandomStream;
+
+fn tasks(split: Split, n: u64) -> Vec<Task> {
+    (0..n).map(|seed| generate_task(split, seed)).collect()
+}
 
 #[test]
 fn same_seed_gives_the_same_task() {
@@ -24,67 +30,187 @@ fn same_seed_gives_the_same_task() {
 }
 
 #[test]
-fn families_are_partitioned_into_splits() {
-    let all = all_families();
+fn keys_are_partitioned_into_splits_with_the_required_counts() {
+    let c = catalogue();
     let mut seen = BTreeSet::new();
     for split in Split::ALL {
-        for family in families_of(split) {
-            assert!(seen.insert(family), "{family:?} in two splits");
+        for key in c.keys_of(split) {
+            assert!(seen.insert(*key), "{} in two splits", key.name());
+            assert_eq!(c.split_of(key).map(|p| p.0), Some(split));
         }
     }
-    assert_eq!(seen.len(), all.len());
+    assert!(seen.len() <= c.all_keys().len());
+    let train = c.keys_of(Split::Train).len();
+    let validation = c.keys_of(Split::Validation).len();
+    let test = c.keys_of(Split::Test).len();
+    assert!(train >= 2000, "{train} train keys");
+    assert!(validation >= 300, "{validation} validation keys");
+    assert!(test >= 300, "{test} test keys");
+    for split in [Split::Validation, Split::Test] {
+        for tier in [Tier::A, Tier::B] {
+            let n = c
+                .keys_of(split)
+                .iter()
+                .filter(|k| c.split_of(k).and_then(|p| p.1) == Some(tier))
+                .count();
+            assert!(n >= 100, "{split:?} tier {tier:?}: {n} keys");
+        }
+    }
 }
 
 #[test]
-fn constant_bands_are_disjoint() {
-    for a in Split::ALL {
-        for b in Split::ALL {
-            if a != b {
-                assert!(
-                    constant_band(a)
-                        .iter()
-                        .all(|k| !constant_band(b).contains(k))
-                );
+fn tiers_are_what_they_say() {
+    let c = catalogue();
+    let train = c.keys_of(Split::Train);
+    let train_skeletons: BTreeSet<Skeleton> = train.iter().map(|k| k.skeleton).collect();
+    let train_guard_cells: BTreeSet<String> = train.iter().map(ProblemKey::guard_cell).collect();
+    let train_operator_cells: BTreeSet<String> =
+        train.iter().map(ProblemKey::operator_cell).collect();
+    let mut primitive_counts: BTreeMap<String, usize> = BTreeMap::new();
+    for key in train {
+        for p in primitives(key) {
+            *primitive_counts.entry(p).or_default() += 1;
+        }
+    }
+    let mut held_out_cells: [BTreeSet<String>; 2] = Default::default();
+    for (n, split) in [Split::Validation, Split::Test].into_iter().enumerate() {
+        for key in c.keys_of(split) {
+            assert_eq!(c.split_of(key).map(|p| p.1.is_some()), Some(true));
+            match c.split_of(key).and_then(|p| p.1) {
+                Some(Tier::A) => {
+                    assert!(train_skeletons.contains(&key.skeleton), "{}", key.name());
+                }
+                Some(Tier::B) => {
+                    let guard_new = !train_guard_cells.contains(&key.guard_cell());
+                    let operator_new = !train_operator_cells.contains(&key.operator_cell());
+                    assert!(guard_new || operator_new, "{}", key.name());
+                    if guard_new {
+                        held_out_cells[n].insert(format!("guard:{}", key.guard_cell()));
+                    }
+                    if operator_new {
+                        held_out_cells[n].insert(format!("operator:{}", key.operator_cell()));
+                    }
+                    for p in primitives(key) {
+                        let count = primitive_counts.get(&p).copied().unwrap_or(0);
+                        assert!(count >= 50, "{}: {p} in {count} train keys", key.name());
+                    }
+                }
+                None => panic!("{} has no tier", key.name()),
             }
         }
     }
+    // Validation's held-out cells are its own.
+    assert!(held_out_cells[0].is_disjoint(&held_out_cells[1]));
+    assert!(held_out_cells.iter().all(|cells| cells.len() >= 4));
 }
 
-/// A test task is never a train task with new inputs: no family, constant or program
-/// text of the held-out splits occurs among train tasks.
+/// The slot values and the operator of a key.
+fn primitives(key: &ProblemKey) -> Vec<String> {
+    let s = key.skeleton;
+    vec![
+        format!("loop:{}", s.loop_form.name()),
+        format!("guard:{}", s.guard.map_or("none", GuardKind::name)),
+        format!("map:{}", s.map.name()),
+        format!("aggregate:{}", s.aggregate.name()),
+        format!("bug:{}", key.bug.name()),
+    ]
+}
+
 #[test]
-fn generated_splits_do_not_overlap() {
-    let n = 400;
-    let mut programs = Vec::new();
+fn generated_tasks_carry_their_keys_and_never_cross_splits() {
+    let c = catalogue();
+    let mut drawn: Vec<BTreeSet<String>> = Vec::new();
+    let mut programs: Vec<BTreeSet<Vec<String>>> = Vec::new();
     for split in Split::ALL {
-        let tasks: Vec<_> = (0..n).map(|seed| generate_task(split, seed)).collect();
-        let families: BTreeSet<String> = tasks.iter().map(|t| t.family.clone()).collect();
-        let sources: BTreeSet<Vec<String>> = tasks.iter().map(|t| t.buggy_code.clone()).collect();
+        let keys: BTreeMap<String, ProblemKey> =
+            c.keys_of(split).iter().map(|k| (k.name(), *k)).collect();
+        let tasks = tasks(split, 1500);
         for task in &tasks {
             assert_eq!(task.split, split);
-            if let Some(k) = task.constant {
-                assert!(constant_band(split).contains(&k), "{}", task.id);
-            }
+            assert!(!task.id.starts_with("example"), "fallback for {}", task.id);
+            let key = keys
+                .get(&task.key)
+                .unwrap_or_else(|| panic!("{}: key {} not of {split:?}", task.id, task.key));
+            assert_eq!(c.split_of(key).and_then(|p| p.1), task.tier);
+            assert_eq!(task.tier.is_none(), split == Split::Train);
+            assert_eq!(task.bug, key.bug);
         }
-        programs.push((split, families, sources));
+        drawn.push(tasks.iter().map(|t| t.key.clone()).collect());
+        programs.push(tasks.iter().map(|t| t.buggy_code.clone()).collect());
     }
-    for (i, (a, fa, sa)) in programs.iter().enumerate() {
-        for (b, fb, sb) in &programs[i + 1..] {
-            assert!(fa.is_disjoint(fb), "{a:?} and {b:?} share a family");
-            assert!(sa.is_disjoint(sb), "{a:?} and {b:?} share a buggy program");
+    for a in 0..3 {
+        for b in a + 1..3 {
+            assert!(drawn[a].is_disjoint(&drawn[b]));
+            assert!(programs[a].is_disjoint(&programs[b]));
         }
     }
-    // The tasks actually reach every family of each split.
-    for (split, families, _) in &programs {
-        assert_eq!(families.len(), families_of(*split).len(), "{split:?}");
-    }
+    // 1500 draws reach well over a thousand distinct train keys.
+    assert!(
+        drawn[0].len() >= 1000,
+        "{} distinct train keys",
+        drawn[0].len()
+    );
+    assert!(drawn[1].len() >= 300 && drawn[2].len() >= 300);
 }
 
 #[test]
-fn every_family_split_is_the_declared_one() {
-    for family in all_families() {
-        let split = family_split(family);
-        assert!(families_of(split).contains(&family));
+fn renamings_new_constants_and_distractors_keep_the_key() {
+    let tasks = tasks(Split::Train, 3000);
+    let mut by_key: BTreeMap<&str, Vec<&Task>> = BTreeMap::new();
+    for task in &tasks {
+        by_key.entry(&task.key).or_default().push(task);
+    }
+    let repeated: Vec<_> = by_key.values().filter(|v| v.len() >= 2).collect();
+    assert!(!repeated.is_empty());
+    // Instances of one key differ in their text but not in their problem.
+    let differing = repeated
+        .iter()
+        .filter(|v| v[0].buggy_code != v[1].buggy_code)
+        .count();
+    assert!(
+        differing * 10 >= repeated.len() * 9,
+        "{differing} of {}",
+        repeated.len()
+    );
+}
+
+#[test]
+fn bug_lines_are_spread_over_the_function_for_every_name() {
+    let tasks = tasks(Split::Train, 3000);
+    let mut lines_by_name: BTreeMap<&str, BTreeSet<usize>> = BTreeMap::new();
+    let mut bugs_by_name: BTreeMap<&str, BTreeSet<BugKind>> = BTreeMap::new();
+    for task in &tasks {
+        lines_by_name
+            .entry(&task.function)
+            .or_default()
+            .insert(task.bug_line);
+        bugs_by_name
+            .entry(&task.function)
+            .or_default()
+            .insert(task.bug);
+    }
+    for (name, lines) in &lines_by_name {
+        let count = tasks.iter().filter(|t| t.function == *name).count();
+        if count >= 40 {
+            assert!(
+                lines.len() >= 5,
+                "{name}: bug lines {lines:?} over {count} tasks"
+            );
+            assert!(
+                bugs_by_name[name].len() >= 4,
+                "{name}: {:?}",
+                bugs_by_name[name]
+            );
+        }
+    }
+    // Every operator occurs, on many different lines.
+    for bug in BugKind::ALL {
+        let lines: BTreeSet<usize> = tasks
+            .iter()
+            .filter(|t| t.bug == bug)
+            .map(|t| t.bug_line)
+            .collect();
+        assert!(lines.len() >= 4, "{bug:?}: {lines:?}");
     }
 }
 
@@ -93,13 +219,13 @@ fn every_task_has_a_detectable_bug_and_the_findmax_edge_cases() {
     for split in Split::ALL {
         for seed in 0..300 {
             let task = generate_task(split, seed);
-            assert!(
-                !task.id.starts_with("example"),
-                "fallback used for {split:?}/{seed}"
-            );
             assert_eq!(task.visible_tests.len(), 3);
             let reference = parse_program(&task.reference_code).unwrap();
             let buggy = parse_program(&task.buggy_code).unwrap();
+            let differing: Vec<usize> = (0..task.buggy_code.len())
+                .filter(|&i| task.buggy_code[i] != task.reference_code[i])
+                .collect();
+            assert_eq!(differing, vec![task.bug_line - 1], "{}", task.id);
             let fails = |cases: &[arlbook_core::agent::TestCase]| {
                 cases
                     .iter()
@@ -111,7 +237,7 @@ fn every_task_has_a_detectable_bug_and_the_findmax_edge_cases() {
             for case in task.visible_tests.iter().chain(&task.hidden_tests) {
                 assert_eq!(run(&reference, &case.input, 10_000).unwrap(), case.expected);
             }
-            if task.function == "find_max" {
+            if task.key.contains(".none.id.max:") {
                 let inputs: Vec<_> = task
                     .visible_tests
                     .iter()
@@ -125,55 +251,175 @@ fn every_task_has_a_detectable_bug_and_the_findmax_edge_cases() {
     }
 }
 
-/// Independent implementations of each template's specification.
-fn oracle(function: &str, k: i64, xs: &[i64]) -> Value {
-    match function {
-        "find_max" => Value::Int(xs.iter().copied().max().unwrap_or(i64::MIN)),
-        "find_min" => Value::Int(xs.iter().copied().min().unwrap_or(i64::MAX)),
-        "sum_list" => Value::Int(xs.iter().sum()),
-        "count_above" => Value::Int(xs.iter().filter(|&&x| x > k).count() as i64),
-        "first_index_above" => Value::Int(xs.iter().position(|&x| x > k).map_or(-1, |i| i as i64)),
-        "is_sorted" => Value::Bool(xs.windows(2).all(|w| w[0] <= w[1])),
-        "second_largest" => {
-            let mut sorted = xs.to_vec();
-            sorted.sort_unstable_by(|a, b| b.cmp(a));
-            Value::Int(sorted[1])
+/// An independent implementation of each problem's specification.
+fn oracle(p: &Problem, xs: &[i64]) -> Value {
+    let s = p.skeleton;
+    let c = p.guard_constant;
+    let k = p.map_constant;
+    let passes = |x: i64| match s.guard {
+        None => true,
+        Some(GuardKind::Gt) => x > c,
+        Some(GuardKind::Lt) => x < c,
+        Some(GuardKind::Ge) => x >= c,
+        Some(GuardKind::Le) => x <= c,
+        Some(GuardKind::Eq) => x == c,
+        Some(GuardKind::Ne) => x != c,
+        Some(GuardKind::Even) => x.rem_euclid(2) == 0,
+        Some(GuardKind::Odd) => x.rem_euclid(2) == 1,
+    };
+    let map = |x: i64| match s.map {
+        MapKind::Identity => x,
+        MapKind::Add => x + k,
+        MapKind::Sub => x - k,
+        MapKind::Mul => x * k,
+        MapKind::Neg => -x,
+    };
+    let chosen: Vec<i64> = xs.iter().copied().filter(|&x| passes(x)).map(map).collect();
+    let scan = |start: i64, f: fn(i64, i64) -> i64| {
+        chosen
+            .iter()
+            .scan(start, |acc, &x| {
+                *acc = f(*acc, x);
+                Some(*acc)
+            })
+            .collect::<Vec<_>>()
+    };
+    match s.aggregate {
+        Aggregate::Sum => Value::Int(chosen.iter().sum()),
+        Aggregate::Count => Value::Int(chosen.len() as i64),
+        Aggregate::Product => Value::Int(chosen.iter().product()),
+        Aggregate::Max => Value::Int(chosen.iter().copied().max().unwrap_or(-100)),
+        Aggregate::Min => Value::Int(chosen.iter().copied().min().unwrap_or(100)),
+        Aggregate::FirstIndex => {
+            Value::Int(xs.iter().position(|&x| passes(x)).map_or(-1, |i| i as i64))
         }
-        "running_product" => Value::List(
-            xs.iter()
-                .scan(1i64, |p, &x| {
-                    *p *= x;
-                    Some(*p)
-                })
-                .collect(),
-        ),
-        "count_equal" => Value::Int(xs.iter().filter(|&&x| x == k).count() as i64),
-        "sum_positive" => Value::Int(xs.iter().filter(|&&x| x > 0).sum()),
-        other => panic!("no oracle for {other}"),
+        Aggregate::LastIndex => {
+            Value::Int(xs.iter().rposition(|&x| passes(x)).map_or(-1, |i| i as i64))
+        }
+        Aggregate::Any => Value::Bool(xs.iter().any(|&x| passes(x))),
+        Aggregate::All => Value::Bool(xs.iter().all(|&x| passes(x))),
+        Aggregate::Select => Value::List(chosen),
+        Aggregate::PrefixSum => Value::List(scan(0, |a, x| a + x)),
+        Aggregate::PrefixProduct => Value::List(scan(1, |a, x| a * x)),
+        Aggregate::Sorted => Value::Bool(xs.windows(2).all(|w| w[0] <= w[1])),
     }
 }
 
 #[test]
-fn reference_programs_match_independent_implementations() {
+fn reference_programs_match_an_independent_implementation() {
     let mut rng = RandomStream::new(99, 0);
-    let mut functions = BTreeSet::new();
-    for split in Split::ALL {
-        for seed in 0..200 {
-            let task = generate_task(split, seed);
-            functions.insert(task.function.clone());
-            let reference = parse_program(&task.reference_code).unwrap();
-            let k = task.constant.unwrap_or(0);
-            for _ in 0..20 {
-                let len = 2 + rng.below(6) as usize;
-                let xs: Vec<i64> = (0..len).map(|_| i64::from(rng.below(21)) - 10).collect();
+    for skeleton in Skeleton::all() {
+        for round in 0..4 {
+            let problem = Problem {
+                skeleton,
+                guard_constant: i64::from(rng.below(5)),
+                map_constant: 2 + i64::from(rng.below(2)),
+            };
+            let names = Names {
+                function: problem.descriptive_name(),
+                list: ["xs", "nums", "data"][round % 3].into(),
+                item: ["x", "v"][round % 2].into(),
+                index: ["i", "pos"][round % 2].into(),
+                acc: ["acc", "best", "total"][round % 3].into(),
+                aux: "run".into(),
+            };
+            let distractors: Vec<Distractor> = (0..round % 3)
+                .map(|d| Distractor {
+                    text: format!("{} = len({})", ["n", "tmp"][d], names.list),
+                    name: ["n", "tmp"][d].into(),
+                    before_loop: d == 1,
+                })
+                .collect();
+            let code: Vec<String> = render(&problem, &names, &distractors)
+                .into_iter()
+                .map(|l| l.text)
+                .collect();
+            let function = parse_program(&code).unwrap();
+            for _ in 0..25 {
+                let len = skeleton.min_len() + rng.below(6) as usize;
+                let xs: Vec<i64> = (0..len).map(|_| i64::from(rng.below(17)) - 8).collect();
                 assert_eq!(
-                    run(&reference, &xs, 10_000).unwrap(),
-                    oracle(&task.function, k, &xs),
-                    "{} on {xs:?}",
-                    task.id
+                    run(&function, &xs, 10_000).unwrap(),
+                    oracle(&problem, &xs),
+                    "{} on {xs:?}:\n{}",
+                    skeleton.name(),
+                    code.join("\n")
                 );
             }
         }
     }
-    assert_eq!(functions.len(), 10);
+}
+
+/// The specification names every slot but the loop form (which the listing shows):
+/// two problems that differ in another slot or a constant have different
+/// specifications.
+#[test]
+fn specifications_tell_problems_apart() {
+    let mut specs = BTreeMap::new();
+    for skeleton in Skeleton::all() {
+        for guard_constant in 0..=4 {
+            for map_constant in 1..=3 {
+                let p = Problem {
+                    skeleton,
+                    guard_constant,
+                    map_constant,
+                };
+                let canonical = Problem {
+                    skeleton: Skeleton {
+                        loop_form: arlbook_core::agent::grammar::LoopForm::Each,
+                        ..skeleton
+                    },
+                    guard_constant: if skeleton.guard.is_some_and(|g| g.uses_constant()) {
+                        guard_constant
+                    } else {
+                        0
+                    },
+                    map_constant: if skeleton.map.uses_constant() {
+                        map_constant
+                    } else {
+                        0
+                    },
+                    ..p
+                };
+                if let Some(other) = specs.insert(p.spec(), canonical) {
+                    assert_eq!(other, canonical, "{}", p.spec());
+                }
+            }
+        }
+    }
+    assert!(specs.len() > 1000);
+}
+
+/// No token identifies a problem: every token of the prompts and listings of 2,000
+/// train tasks that occurs in at least five of them occurs in tasks of at least three
+/// different keys (function names are several word pieces, numbers one digit a token).
+#[test]
+fn no_token_identifies_a_problem() {
+    use arlbook_core::agent::env::listing;
+    use arlbook_core::agent::harness::prompt_text;
+    use arlbook_core::agent::tokenizer::tokenizer;
+    let mut keys_of_token: BTreeMap<u32, BTreeSet<String>> = BTreeMap::new();
+    let mut tasks_of_token: BTreeMap<u32, usize> = BTreeMap::new();
+    for task in tasks(Split::Train, 2000) {
+        let text = format!("{}\n{}", prompt_text(&task), listing(&task.buggy_code));
+        let tokens: BTreeSet<u32> = tokenizer().encode(&text).into_iter().collect();
+        for token in tokens {
+            keys_of_token
+                .entry(token)
+                .or_default()
+                .insert(task.key.clone());
+            *tasks_of_token.entry(token).or_default() += 1;
+        }
+    }
+    for (token, keys) in &keys_of_token {
+        if tasks_of_token[token] < 5 {
+            continue;
+        }
+        assert!(
+            keys.len() >= 3,
+            "token {:?} occurs with only {} keys",
+            tokenizer().pieces()[*token as usize],
+            keys.len()
+        );
+    }
 }

@@ -4,15 +4,17 @@
 //! - `env sample --split test --seed 7` prints a task (its code and tests).
 //! - `env run --policy teacher --seed 7 [--json]` prints one episode as a two-column
 //!   transcript (what the model emitted, what the harness returned) or its full record.
-//! - `env stats --split train --n 1000 --policy random` prints success rate, mean
-//!   turns and tokens, and the end reasons.
+//! - `env stats --split train --n 1000` prints what the tasks cover (distinct problem
+//!   keys and skeletons, tiers, bug operators) and, for the teacher and the random
+//!   policy (or the one `--policy` names), success rate, mean turns and tokens, and the
+//!   end reasons.
 
 use crate::output::outln;
 use anyhow::bail;
 use arlbook_core::agent::env::listing;
 use arlbook_core::agent::{
-    EpisodeIds, EpisodeRecord, EpisodeStats, HarnessConfig, Policy, SpanRole, Split, Task, Teacher,
-    UniformRandom, article_example, generate_task, run_episode,
+    EpisodeIds, EpisodeRecord, EpisodeStats, HarnessConfig, Policy, SpanRole, Split, Task,
+    TaskStats, Teacher, UniformRandom, article_example, generate_task, run_episode,
 };
 use clap::{Args, Subcommand, ValueEnum};
 
@@ -69,9 +71,6 @@ struct SampleArgs {
 /// Harness settings on the command line.
 #[derive(Debug, Args)]
 struct HarnessArgs {
-    /// The policy that acts.
-    #[arg(long, value_enum, default_value_t = PolicyKind::Teacher)]
-    policy: PolicyKind,
     /// Most model calls per episode.
     #[arg(long, default_value_t = 12)]
     max_turns: usize,
@@ -105,10 +104,22 @@ enum PolicyKind {
     Random,
 }
 
+impl PolicyKind {
+    fn name(self) -> &'static str {
+        match self {
+            PolicyKind::Teacher => "teacher",
+            PolicyKind::Random => "random",
+        }
+    }
+}
+
 #[derive(Debug, Args)]
 struct RunArgs {
     #[command(flatten)]
     task: TaskArgs,
+    /// The policy that acts.
+    #[arg(long, value_enum, default_value_t = PolicyKind::Teacher)]
+    policy: PolicyKind,
     #[command(flatten)]
     harness: HarnessArgs,
     /// Sample id within the group (changes the policy's and the faults' random stream).
@@ -130,6 +141,9 @@ struct StatsArgs {
     /// First task seed.
     #[arg(long, default_value_t = 0)]
     seed: u64,
+    /// Run only this policy (default: the teacher and the random policy).
+    #[arg(long, value_enum)]
+    policy: Option<PolicyKind>,
     #[command(flatten)]
     harness: HarnessArgs,
     /// Print the statistics as JSON.
@@ -158,10 +172,10 @@ fn sample(args: &SampleArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     outln!(
-        "task {}  family {}  layout {}",
+        "task {}  key {}  tier {}",
         task.id,
-        task.family,
-        task.layout
+        task.key,
+        tier_name(&task)
     );
     outln!("spec: {}", task.spec);
     outln!("bug on line {} ({})\n", task.bug_line, task.bug.name());
@@ -210,7 +224,7 @@ fn run_one(args: &RunArgs) -> anyhow::Result<()> {
         group_id: args.task.seed,
         sample_id: args.sample_id,
     };
-    let record = episode(&task, args.harness.policy, &config, ids, args.task.seed);
+    let record = episode(&task, args.policy, &config, ids, args.task.seed);
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&record)?);
     } else {
@@ -234,9 +248,10 @@ fn model_cell(text: &str) -> String {
 
 pub(crate) fn print_transcript(task: &Task, record: &EpisodeRecord) {
     outln!(
-        "task {}  family {}  policy {}",
+        "task {}  key {}  tier {}  policy {}",
         task.id,
-        task.family,
+        task.key,
+        tier_name(task),
         record.policy.name
     );
     outln!(
@@ -296,59 +311,96 @@ pub(crate) fn print_transcript(task: &Task, record: &EpisodeRecord) {
     );
 }
 
+fn tier_name(task: &Task) -> &'static str {
+    task.tier.map_or("-", |t| t.name())
+}
+
 fn stats(args: &StatsArgs) -> anyhow::Result<()> {
     let config = args.harness.config()?;
-    let mut stats = EpisodeStats::default();
+    let policies = match args.policy {
+        Some(kind) => vec![kind],
+        None => vec![PolicyKind::Teacher, PolicyKind::Random],
+    };
+    let mut tasks = TaskStats::default();
+    let mut per_policy = vec![EpisodeStats::default(); policies.len()];
     for seed in args.seed..args.seed.saturating_add(args.n) {
         let task = generate_task(args.split, seed);
+        tasks.add(&task);
         let ids = EpisodeIds {
             group_id: seed,
             sample_id: 0,
         };
-        stats.add(&episode(&task, args.harness.policy, &config, ids, seed));
+        for (kind, stats) in policies.iter().zip(&mut per_policy) {
+            stats.add(&episode(&task, *kind, &config, ids, seed));
+        }
     }
     if args.json {
-        let mut value = serde_json::to_value(&stats)?;
+        let mut value = serde_json::to_value(&tasks)?;
+        let mut by_policy = serde_json::Map::new();
+        for (kind, stats) in policies.iter().zip(&per_policy) {
+            let mut entry = serde_json::to_value(stats)?;
+            if let Some(object) = entry.as_object_mut() {
+                object.insert("success_rate".into(), stats.success_rate().into());
+                object.insert("mean_turns".into(), stats.mean_turns().into());
+                object.insert("mean_tokens".into(), stats.mean_tokens().into());
+                object.insert(
+                    "mean_generated_tokens".into(),
+                    stats.mean_generated_tokens().into(),
+                );
+            }
+            by_policy.insert(kind.name().into(), entry);
+        }
         if let Some(object) = value.as_object_mut() {
-            object.insert("success_rate".into(), stats.success_rate().into());
-            object.insert("mean_turns".into(), stats.mean_turns().into());
-            object.insert("mean_tokens".into(), stats.mean_tokens().into());
-            object.insert(
-                "mean_generated_tokens".into(),
-                stats.mean_generated_tokens().into(),
-            );
+            object.insert("split".into(), args.split.name().into());
+            object.insert("policies".into(), by_policy.into());
         }
         outln!("{}", serde_json::to_string_pretty(&value)?);
         return Ok(());
     }
+    let counts = |map: &std::collections::BTreeMap<String, usize>| {
+        map.iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     outln!(
-        "split {}  policy {:?}  episodes {}",
+        "split {}  tasks {}  distinct keys {}  distinct skeletons {}  distinct bug lines {}",
         args.split.name(),
-        args.harness.policy,
-        stats.episodes
+        tasks.tasks,
+        tasks.distinct_keys,
+        tasks.distinct_skeletons,
+        tasks.distinct_bug_lines
     );
-    outln!(
-        "success rate {:.4} ({} / {}); without env faults {:.4}",
-        stats.success_rate(),
-        stats.successes,
-        stats.episodes,
-        stats.success_rate_without_faults()
-    );
-    outln!(
-        "mean turns {:.2}  mean tokens {:.1} (max {})  mean generated tokens {:.1}",
-        stats.mean_turns(),
-        stats.mean_tokens(),
-        stats.max_tokens,
-        stats.mean_generated_tokens()
-    );
-    outln!(
-        "terminated {}  truncated {}  env faults {}",
-        stats.terminated,
-        stats.truncated,
-        stats.env_faults
-    );
-    for (reason, count) in &stats.end_reasons {
-        outln!("  {reason}: {count}");
+    if !tasks.tiers.is_empty() {
+        outln!("tiers: {}", counts(&tasks.tiers));
+    }
+    outln!("bug operators: {}", counts(&tasks.bugs));
+    outln!("loop forms: {}", counts(&tasks.layouts));
+    for (kind, stats) in policies.iter().zip(&per_policy) {
+        outln!(
+            "\npolicy {}: success rate {:.4} ({} / {}); without env faults {:.4}",
+            kind.name(),
+            stats.success_rate(),
+            stats.successes,
+            stats.episodes,
+            stats.success_rate_without_faults()
+        );
+        outln!(
+            "  mean turns {:.2}  mean tokens {:.1} (max {})  mean generated tokens {:.1}",
+            stats.mean_turns(),
+            stats.mean_tokens(),
+            stats.max_tokens,
+            stats.mean_generated_tokens()
+        );
+        outln!(
+            "  terminated {}  truncated {}  env faults {}",
+            stats.terminated,
+            stats.truncated,
+            stats.env_faults
+        );
+        for (reason, count) in &stats.end_reasons {
+            outln!("    {reason}: {count}");
+        }
     }
     Ok(())
 }

@@ -214,10 +214,7 @@ impl Machine {
                     .ok_or_else(|| {
                         err(
                             line,
-                            format!(
-                                "index {index} out of range for a list of length {}",
-                                items.len()
-                            ),
+                            format!("index {index} out of range (length {})", items.len()),
                         )
                     })
             }

@@ -7,16 +7,19 @@
 //! - [`lang`], [`program`] and [`interp`]: a tiny line-oriented language over integer
 //!   lists, its block structure, and a step-limited interpreter whose failures are
 //!   observations, not panics.
-//! - [`templates`] and [`task`]: ten function templates, five bug kinds, a seeded task
-//!   generator and train / validation / test splits by problem family.
-//! - [`tokenizer`] and [`action`]: a fixed vocabulary of 408 tokens and the call
+//! - [`grammar`], [`key`] and [`task`]: a program grammar (loop form, guard, element
+//!   map, aggregate) with seven bug operators at any eligible site, problem keys,
+//!   train / validation / test splits by key with two test tiers, and the seeded task
+//!   generator.
+//! - [`tokenizer`] and [`action`]: a fixed vocabulary of 473 tokens and the call
 //!   syntax the policy emits.
 //! - [`env`], [`harness`]: the tools and the loop with turn and token budgets,
 //!   termination vs truncation, and injected environment faults.
 //! - [`record`], [`batch`], [`reward`], [`stats`]: the token-in / token-out record, the
 //!   padded `[N, S]` arrays with the shifted loss mask, per-turn reward schemes for the
 //!   shaping figure, and summary statistics.
-//! - [`policy`]: the trait the learned policy implements, a scripted teacher and a
+//! - [`policy`] and [`derive`]: the trait the learned policy implements, a scripted
+//!   teacher whose repair is derived from the specification and the listing, and a
 //!   uniform-random baseline.
 //!
 //! ## Design
@@ -28,9 +31,12 @@
 
 pub mod action;
 pub mod batch;
+pub mod derive;
 pub mod env;
+pub mod grammar;
 pub mod harness;
 pub mod interp;
+pub mod key;
 pub mod lang;
 pub mod policy;
 pub mod program;
@@ -38,15 +44,15 @@ pub mod record;
 pub mod reward;
 pub mod stats;
 pub mod task;
-pub mod templates;
 pub mod tokenizer;
 
 pub use action::{EditMode, ToolCall, parse_call};
 pub use batch::{PaddedBatch, pad_records};
 pub use harness::{EpisodeIds, EpisodeRun, HarnessConfig, run_episode};
+pub use key::{ProblemKey, Tier, catalogue};
 pub use policy::{Generation, Policy, PolicyInfo, SamplingSettings, Teacher, UniformRandom};
 pub use record::{EndReason, EpisodeRecord, ModelCall, Span, SpanRole};
 pub use reward::{RewardScheme, turn_rewards};
-pub use stats::EpisodeStats;
+pub use stats::{EpisodeStats, TaskStats};
 pub use task::{Split, Task, TestCase, article_example, generate_task};
 pub use tokenizer::{Tokenizer, tokenizer};

@@ -9,6 +9,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::action::{EditMode, ToolCall};
+use super::derive::derive_repair;
 use super::env::parse_listing;
 use super::task::Task;
 use super::tokenizer::{CALL, END, OBS, tokenizer};
@@ -81,11 +82,14 @@ fn scripted(text: &str, max_new_tokens: usize) -> Generation {
 }
 
 /// The scripted teacher: runs the tests, reads the code, rewrites each line that
-/// differs from the reference, reruns the tests and finishes once they pass.
+/// differs from the correct program, reruns the tests and finishes once they pass.
 ///
-/// It decides from the context alone (the last observation), like a model would, but
-/// it knows the task's reference code, which is what makes it a teacher: its episodes
-/// are demonstrations for supervised fine-tuning.
+/// It decides from the context alone (the last observation), like a model would. The
+/// correct program it edits toward is derived from what the student sees, the
+/// specification and the first listing ([`derive_repair`]); the task's reference is
+/// read only to choose between equally fitting derivations, and stands in if none fits
+/// (a test checks both never happen on the splits). Its episodes are demonstrations
+/// for supervised fine-tuning.
 #[derive(Debug, Clone)]
 pub struct Teacher {
     reference: Vec<String>,
@@ -94,9 +98,9 @@ pub struct Teacher {
 impl Teacher {
     /// The teacher for one task.
     pub fn new(task: &Task) -> Self {
-        Self {
-            reference: task.reference_code.clone(),
-        }
+        let reference = derive_repair(&task.spec, &task.buggy_code, &task.reference_code)
+            .unwrap_or_else(|| task.reference_code.clone());
+        Self { reference }
     }
 
     /// The call the teacher makes after the given last observation (`None` at the

@@ -1,10 +1,12 @@
-//! Summary statistics over many episodes: success rate, lengths and end reasons.
+//! Summary statistics over many episodes (success rate, lengths, end reasons) and over
+//! many tasks (distinct problem keys, tiers, bug operators).
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
 use super::record::EpisodeRecord;
+use super::task::Task;
 
 /// Running totals over episodes; [`EpisodeStats::add`] one record at a time.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -85,5 +87,49 @@ impl EpisodeStats {
     /// Mean generated tokens per episode.
     pub fn mean_generated_tokens(&self) -> f64 {
         self.mean(self.total_generated_tokens)
+    }
+}
+
+/// What a set of tasks covers: how many distinct problems, tiers and bug operators.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct TaskStats {
+    /// Tasks seen.
+    pub tasks: usize,
+    /// Distinct problem keys.
+    pub distinct_keys: usize,
+    /// Distinct skeletons (keys without the bug and its site).
+    pub distinct_skeletons: usize,
+    /// Distinct bug lines (1-based line numbers).
+    pub distinct_bug_lines: usize,
+    /// Tasks per tier (`A`, `B`; train tasks have none).
+    pub tiers: BTreeMap<String, usize>,
+    /// Tasks per bug operator.
+    pub bugs: BTreeMap<String, usize>,
+    /// Tasks per loop form.
+    pub layouts: BTreeMap<String, usize>,
+    #[serde(skip)]
+    keys: std::collections::BTreeSet<String>,
+    #[serde(skip)]
+    skeletons: std::collections::BTreeSet<String>,
+    #[serde(skip)]
+    bug_lines: std::collections::BTreeSet<usize>,
+}
+
+impl TaskStats {
+    /// Adds one task.
+    pub fn add(&mut self, task: &Task) {
+        self.tasks += 1;
+        self.keys.insert(task.key.clone());
+        let skeleton = task.key.split(':').next().unwrap_or_default();
+        self.skeletons.insert(skeleton.to_owned());
+        self.bug_lines.insert(task.bug_line);
+        self.distinct_keys = self.keys.len();
+        self.distinct_skeletons = self.skeletons.len();
+        self.distinct_bug_lines = self.bug_lines.len();
+        if let Some(tier) = task.tier {
+            *self.tiers.entry(tier.name().to_owned()).or_default() += 1;
+        }
+        *self.bugs.entry(task.bug.name().to_owned()).or_default() += 1;
+        *self.layouts.entry(task.layout.clone()).or_default() += 1;
     }
 }

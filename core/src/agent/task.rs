@@ -1,38 +1,60 @@
-//! The seeded task generator and the train / validation / test splits.
+//! The seeded task generator.
 //!
-//! A task is one template instance with one injected bug, its visible tests (shown by
-//! `run_tests`) and its hidden tests (used only to grade at `finish`).
-//!
-//! ## Splits
-//! A *family* is a (template, bug kind) pair. Every family belongs to exactly one split
-//! ([`family_split`]), and the constant `K` of the templates that use one is drawn from
-//! a band that belongs to the split ([`constant_band`]). So a test task is never a
-//! train task with new inputs: its template-and-bug combination was never trained on.
+//! A task is one problem of the grammar ([`super::grammar`]) with one injected bug, its
+//! visible tests (shown by `run_tests`) and its hidden tests (used only to grade at
+//! `finish`). Its problem key and split come from [`super::key`]: the generator draws
+//! a key of the split, then an instance of it.
 //!
 //! ## Draw order
-//! `generate_task(split, seed)` reads stream `TASK_STREAM + split index` of `seed`. Each
-//! attempt draws, in order: the family (`below(#families)`), the layout, the list,
-//! accumulator, item and index names, the constant, then [`RANDOM_INPUTS`] lists (length,
-//! then each value), then the visible tests. An attempt whose bug is not caught by at
-//! least one visible and one hidden test is discarded and the next attempt continues
-//! the same stream.
+//! `generate_task(split, seed)` reads stream `TASK_STREAM + split index` of `seed`. A
+//! key is drawn (`below(#keys of the split)`) and given up to [`ATTEMPTS_PER_KEY`]
+//! attempts before the next key is drawn. Each attempt draws, in order: the guard
+//! constant, the map constant, the list, item, index, accumulator and running-value
+//! names, whether the function gets the descriptive or a neutral name (and which), the
+//! number of distractors and each one's name, value and place, the bug's site among the
+//! lines that can carry the key's bug, then [`RANDOM_INPUTS`] lists (length, then each
+//! value), then the visible tests. An attempt whose bug is not caught by at least one
+//! visible and one hidden test is discarded.
 
 use serde::{Deserialize, Serialize};
 
-use super::interp::{DEFAULT_STEP_LIMIT, Value, run};
-use super::program::parse_program;
-use super::templates::{
-    BugKind, INDEX_NAMES, ITEM_NAMES, LIST_NAMES, TEMPLATES, Template, Variant,
+use super::grammar::{
+    ADD_CONSTANTS, BugKind, Distractor, GUARD_CONSTANTS, MUL_CONSTANTS, MapKind, Names, Problem,
+    render,
 };
+use super::interp::{DEFAULT_STEP_LIMIT, Value, run};
+use super::key::{ProblemKey, Tier, catalogue};
+use super::program::parse_program;
 use crate::rng::RandomStream;
 
 /// The base stream id of task generation (the split index is added).
 pub const TASK_STREAM: u64 = 0x7A5C_0000;
-/// Random input lists drawn per task, besides the template's edge cases.
+/// Random input lists drawn per task, besides the edge cases.
 pub const RANDOM_INPUTS: usize = 6;
 /// Visible tests per task.
 pub const VISIBLE_TESTS: usize = 3;
-const MAX_ATTEMPTS: usize = 64;
+/// Attempts at an instance of one key before another key is drawn.
+pub const ATTEMPTS_PER_KEY: usize = 4;
+const MAX_KEY_DRAWS: usize = 32;
+
+/// Names the input list may take.
+pub const LIST_NAMES: [&str; 6] = ["xs", "nums", "values", "arr", "items", "data"];
+/// Names the loop item may take.
+pub const ITEM_NAMES: [&str; 4] = ["x", "v", "e", "item"];
+/// Names the loop index may take.
+pub const INDEX_NAMES: [&str; 5] = ["i", "j", "k", "idx", "pos"];
+/// Names the accumulator may take.
+pub const ACC_NAMES: [&str; 6] = ["acc", "result", "total", "best", "res", "ans"];
+/// Names the running value of prefix aggregates may take.
+pub const AUX_NAMES: [&str; 3] = ["run", "cur", "part"];
+/// Neutral function names (half the tasks; the others describe the skeleton).
+pub const NEUTRAL_FUNCTION_NAMES: [&str; 8] = [
+    "solve", "compute", "calc", "process", "helper", "check", "f", "g",
+];
+/// Names distractor lines assign.
+pub const DISTRACTOR_NAMES: [&str; 6] = ["n", "size", "limit", "start", "spare", "tmp"];
+/// At most this many distractor lines per task.
+pub const MAX_DISTRACTORS: u32 = 2;
 
 /// A data split.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -40,9 +62,9 @@ const MAX_ATTEMPTS: usize = 64;
 pub enum Split {
     /// Training tasks.
     Train,
-    /// Held-out families for model selection.
+    /// Held-out problem keys for model selection.
     Validation,
-    /// Held-out families for the final report.
+    /// Held-out problem keys for the final report.
     Test,
 }
 
@@ -69,72 +91,12 @@ impl Split {
         }
     }
 
-    fn index(self) -> u64 {
+    pub(crate) fn index(self) -> u64 {
         match self {
             Split::Train => 0,
             Split::Validation => 1,
             Split::Test => 2,
         }
-    }
-}
-
-/// A problem family: a template and a bug kind.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub struct Family {
-    /// Index into [`TEMPLATES`].
-    pub template: usize,
-    /// The bug.
-    pub bug: BugKind,
-}
-
-impl Family {
-    /// `find_max/wrong_init`.
-    pub fn name(self) -> String {
-        format!("{}/{}", TEMPLATES[self.template].function, self.bug.name())
-    }
-}
-
-/// Every family some layout supports, in template order then bug order.
-pub fn all_families() -> Vec<Family> {
-    let mut out = Vec::new();
-    for (template, t) in TEMPLATES.iter().enumerate() {
-        for bug in BugKind::ALL {
-            if t.variants.iter().any(|v| v.bugs.iter().any(|b| b.0 == bug)) {
-                out.push(Family { template, bug });
-            }
-        }
-    }
-    out
-}
-
-/// The split a family belongs to: a fixed interleaving that leaves every template and
-/// every bug kind in train while holding whole combinations out.
-pub fn family_split(family: Family) -> Split {
-    let bug = BugKind::ALL
-        .iter()
-        .position(|&b| b == family.bug)
-        .unwrap_or(0);
-    match (family.template * 2 + bug * 3) % 7 {
-        0 => Split::Test,
-        4 => Split::Validation,
-        _ => Split::Train,
-    }
-}
-
-/// The families of one split.
-pub fn families_of(split: Split) -> Vec<Family> {
-    all_families()
-        .into_iter()
-        .filter(|&f| family_split(f) == split)
-        .collect()
-}
-
-/// The values the constant `K` takes in a split (disjoint across splits).
-pub fn constant_band(split: Split) -> &'static [i64] {
-    match split {
-        Split::Train => &[0, 1, 2, 3],
-        Split::Validation => &[4, 5],
-        Split::Test => &[-3, -2, -1],
     }
 }
 
@@ -156,15 +118,21 @@ pub struct Task {
     pub split: Split,
     /// The seed it was drawn with.
     pub seed: u64,
-    /// `template/bug`.
+    /// The problem key (see [`super::key`]): `skeleton:bug@role`.
+    #[serde(default)]
+    pub key: String,
+    /// The tier of a validation or test task (`None` in train).
+    #[serde(default)]
+    pub tier: Option<Tier>,
+    /// `skeleton/bug`, the key without the site's role.
     pub family: String,
     /// The function's name.
     pub function: String,
     /// The injected bug.
     pub bug: BugKind,
-    /// The layout's name.
+    /// The loop form (`each`, `index`, `while`).
     pub layout: String,
-    /// The constant, for templates that use one.
+    /// The guard's constant, for guards that compare with one.
     pub constant: Option<i64>,
     /// One-line specification shown in the prompt.
     pub spec: String,
@@ -180,25 +148,13 @@ pub struct Task {
     pub hidden_tests: Vec<TestCase>,
 }
 
-struct Names<'a> {
-    list: &'a str,
-    acc: &'a str,
-    item: &'a str,
-    index: &'a str,
-    constant: i64,
-}
-
-fn fill(pattern: &str, names: &Names<'_>) -> String {
-    pattern
-        .replace("{a}", names.list)
-        .replace("{b}", names.acc)
-        .replace("{x}", names.item)
-        .replace("{i}", names.index)
-        .replace("{K}", &names.constant.to_string())
-}
-
 fn pick<'a>(rng: &mut RandomStream, items: &[&'a str]) -> &'a str {
     items[rng.below(items.len() as u32) as usize]
+}
+
+fn in_range(rng: &mut RandomStream, range: std::ops::RangeInclusive<i64>) -> i64 {
+    let span = (range.end() - range.start() + 1) as u32;
+    range.start() + i64::from(rng.below(span))
 }
 
 /// Runs `code` on `input`; errors become `None`.
@@ -207,22 +163,49 @@ fn outcome(code: &[String], input: &[i64]) -> Option<Value> {
     run(&function, input, DEFAULT_STEP_LIMIT).ok()
 }
 
-fn random_inputs(rng: &mut RandomStream, template: &Template, constant: i64) -> Vec<Vec<i64>> {
+/// Inputs every task tests: around the guard's constant, all negative, single
+/// elements, repeats, ascending and descending runs (those shorter than `min_len` are
+/// left out).
+fn edge_cases(c: i64, min_len: usize) -> Vec<Vec<i64>> {
+    let lists = vec![
+        vec![],
+        vec![c],
+        vec![c + 1],
+        vec![c - 1, c, c + 1],
+        vec![c + 2, c + 1, c + 3],
+        vec![3, 1, 2],
+        vec![-2, -5, -8],
+        vec![0],
+        vec![7],
+        vec![1, 5, 5],
+        vec![-4, -1],
+        vec![2, 2],
+        vec![1, 2, 3, 4],
+        vec![4, 1, 5],
+    ];
+    lists.into_iter().filter(|l| l.len() >= min_len).collect()
+}
+
+fn random_inputs(rng: &mut RandomStream, problem: &Problem) -> Vec<Vec<i64>> {
+    let s = problem.skeleton;
+    let min_len = s.min_len();
+    let around_constant = s.guard.is_some_and(|g| g.uses_constant());
+    let sorted = s.aggregate == super::grammar::Aggregate::Sorted;
     (0..RANDOM_INPUTS)
         .map(|n| {
-            let span = 6 - template.min_len as u32 + 1;
-            let len = template.min_len + rng.below(span) as usize;
+            let span = 6 - min_len as u32 + 1;
+            let len = min_len + rng.below(span) as usize;
             let mut list: Vec<i64> = (0..len)
                 .map(|_| {
                     let offset = i64::from(rng.below(13)) - 6;
-                    if template.uses_constant {
-                        constant + offset / 2
+                    if around_constant && n % 2 == 0 {
+                        problem.guard_constant + offset / 2
                     } else {
                         offset
                     }
                 })
                 .collect();
-            if template.sorted_inputs && n % 2 == 0 {
+            if sorted && n % 2 == 0 {
                 list.sort_unstable();
             }
             list
@@ -230,32 +213,86 @@ fn random_inputs(rng: &mut RandomStream, template: &Template, constant: i64) -> 
         .collect()
 }
 
-/// Draws one attempt; `None` when the bug goes undetected by the drawn tests.
-fn attempt(rng: &mut RandomStream, split: Split, seed: u64) -> Option<Task> {
-    let families = families_of(split);
-    let family = families[rng.below(families.len() as u32) as usize];
-    let template = &TEMPLATES[family.template];
-    let variants: Vec<&Variant> = template
-        .variants
-        .iter()
-        .filter(|v| v.bugs.iter().any(|b| b.0 == family.bug))
-        .collect();
-    let variant = variants[rng.below(variants.len() as u32) as usize];
-    let band = constant_band(split);
-    let names = Names {
-        list: pick(rng, &LIST_NAMES),
-        acc: pick(rng, template.acc_names),
-        item: pick(rng, &ITEM_NAMES),
-        index: pick(rng, &INDEX_NAMES),
-        constant: band[rng.below(band.len() as u32) as usize],
+fn draw_names(rng: &mut RandomStream, problem: &Problem) -> Names {
+    let list = pick(rng, &LIST_NAMES).to_owned();
+    let item = pick(rng, &ITEM_NAMES).to_owned();
+    let index = pick(rng, &INDEX_NAMES).to_owned();
+    let acc = pick(rng, &ACC_NAMES).to_owned();
+    let aux = pick(rng, &AUX_NAMES).to_owned();
+    let function = if rng.below(2) == 0 {
+        problem.descriptive_name()
+    } else {
+        pick(rng, &NEUTRAL_FUNCTION_NAMES).to_owned()
     };
-    let reference: Vec<String> = variant.code.lines().map(|l| fill(l, &names)).collect();
-    let &(_, bug_index, bug_text) = variant.bugs.iter().find(|b| b.0 == family.bug)?;
-    let mut buggy = reference.clone();
-    buggy[bug_index] = fill(bug_text, &names);
+    Names {
+        function,
+        list,
+        item,
+        index,
+        acc,
+        aux,
+    }
+}
 
-    let mut inputs = (template.edge_cases)(names.constant);
-    for list in random_inputs(rng, template, names.constant) {
+fn draw_distractors(rng: &mut RandomStream, list: &str) -> Vec<Distractor> {
+    let count = rng.below(MAX_DISTRACTORS + 1);
+    let mut out: Vec<Distractor> = Vec::new();
+    for _ in 0..count {
+        let name = pick(rng, &DISTRACTOR_NAMES);
+        let value = match rng.below(3) {
+            0 => format!("len({list})"),
+            1 => "0".to_owned(),
+            _ => (1 + rng.below(9)).to_string(),
+        };
+        let before_loop = rng.below(2) == 1;
+        if out.iter().any(|d| d.name == name) {
+            continue;
+        }
+        out.push(Distractor {
+            text: format!("{name} = {value}"),
+            name: name.to_owned(),
+            before_loop,
+        });
+    }
+    out
+}
+
+/// Draws one attempt at `key`; `None` when the drawn tests do not catch the bug.
+fn attempt(rng: &mut RandomStream, split: Split, seed: u64, key: ProblemKey) -> Option<Task> {
+    let skeleton = key.skeleton;
+    let guard_constant = in_range(rng, GUARD_CONSTANTS);
+    let map_constant = match skeleton.map {
+        MapKind::Mul => in_range(rng, MUL_CONSTANTS),
+        _ => in_range(rng, ADD_CONSTANTS),
+    };
+    let problem = Problem {
+        skeleton,
+        guard_constant,
+        map_constant,
+    };
+    let names = draw_names(rng, &problem);
+    let distractors = draw_distractors(rng, &names.list);
+    let lines = render(&problem, &names, &distractors);
+    let sites: Vec<(usize, &str)> = lines
+        .iter()
+        .enumerate()
+        .flat_map(|(n, line)| {
+            line.mutations
+                .iter()
+                .filter(|m| m.bug == key.bug && m.role == key.role)
+                .map(move |m| (n, m.text.as_str()))
+        })
+        .collect();
+    if sites.is_empty() {
+        return None;
+    }
+    let (bug_index, bug_text) = sites[rng.below(sites.len() as u32) as usize];
+    let reference: Vec<String> = lines.iter().map(|l| l.text.clone()).collect();
+    let mut buggy = reference.clone();
+    bug_text.clone_into(&mut buggy[bug_index]);
+
+    let mut inputs = edge_cases(guard_constant, skeleton.min_len());
+    for list in random_inputs(rng, &problem) {
         if !inputs.contains(&list) {
             inputs.push(list);
         }
@@ -287,16 +324,22 @@ fn attempt(rng: &mut RandomStream, split: Split, seed: u64) -> Option<Task> {
         .into_iter()
         .enumerate()
         .partition(|(i, _)| visible_index.contains(i));
+    let tier = catalogue().split_of(&key).and_then(|(_, tier)| tier);
     Some(Task {
         id: format!("{}/{seed}", split.name()),
         split,
         seed,
-        family: family.name(),
-        function: template.function.to_owned(),
-        bug: family.bug,
-        layout: variant.name.to_owned(),
-        constant: template.uses_constant.then_some(names.constant),
-        spec: fill(template.spec, &names),
+        key: key.name(),
+        tier,
+        family: format!("{}/{}", skeleton.name(), key.bug.name()),
+        function: names.function.clone(),
+        bug: key.bug,
+        layout: skeleton.loop_form.name().to_owned(),
+        constant: skeleton
+            .guard
+            .is_some_and(|g| g.uses_constant())
+            .then_some(guard_constant),
+        spec: problem.spec(),
         buggy_code: buggy,
         reference_code: reference,
         bug_line: bug_index + 1,
@@ -309,17 +352,37 @@ fn attempt(rng: &mut RandomStream, split: Split, seed: u64) -> Option<Task> {
 /// `(split, seed)` gives the same task on every platform.
 pub fn generate_task(split: Split, seed: u64) -> Task {
     let mut rng = RandomStream::new(seed, TASK_STREAM + split.index());
-    for _ in 0..MAX_ATTEMPTS {
-        if let Some(task) = attempt(&mut rng, split, seed) {
-            return task;
+    let keys = catalogue().keys_of(split);
+    for _ in 0..MAX_KEY_DRAWS {
+        let key = keys[rng.below(keys.len() as u32) as usize];
+        for _ in 0..ATTEMPTS_PER_KEY {
+            if let Some(task) = attempt(&mut rng, split, seed, key) {
+                return task;
+            }
         }
     }
-    // Unreachable in practice (a test checks every family); a valid task regardless.
+    // Unreachable in practice (a test draws thousands of tasks); a valid task regardless.
     article_example()
 }
 
+/// The problem key of the article's example, `find_max` starting from `best = 0`.
+pub fn article_key() -> ProblemKey {
+    use super::grammar::{Aggregate, LoopForm, SiteRole, Skeleton};
+    ProblemKey {
+        skeleton: Skeleton {
+            loop_form: LoopForm::Each,
+            guard: None,
+            map: MapKind::Identity,
+            aggregate: Aggregate::Max,
+        },
+        bug: BugKind::WrongInit,
+        role: SiteRole::Init,
+    }
+}
+
 /// The article's running example: `find_max` starting from `best = 0`, with the three
-/// visible tests `[3, 1, 2] -> 3`, `[-2, -5, -8] -> -2`, `[0] -> 0`.
+/// visible tests `[3, 1, 2] -> 3`, `[-2, -5, -8] -> -2`, `[0] -> 0`. Its split and
+/// tier are its key's.
 pub fn article_example() -> Task {
     let lines = |text: &str| text.lines().map(str::to_owned).collect::<Vec<_>>();
     let reference = lines(
@@ -331,17 +394,20 @@ pub fn article_example() -> Task {
         let expected = Value::Int(input.iter().copied().max().unwrap_or(0));
         TestCase { input, expected }
     };
+    let key = article_key();
+    let (split, tier) = catalogue().split_of(&key).unwrap_or((Split::Train, None));
     Task {
         id: "example/find_max".to_owned(),
-        // Its family, find_max/wrong_init, is held out for the test split.
-        split: Split::Test,
+        split,
         seed: 0,
-        family: "find_max/wrong_init".to_owned(),
+        key: key.name(),
+        tier,
+        family: format!("{}/{}", key.skeleton.name(), key.bug.name()),
         function: "find_max".to_owned(),
         bug: BugKind::WrongInit,
-        layout: "for-each".to_owned(),
+        layout: "each".to_owned(),
         constant: None,
-        spec: "return the largest value of a nonempty list".to_owned(),
+        spec: "return the largest of the elements of a nonempty list".to_owned(),
         buggy_code: buggy,
         reference_code: reference,
         bug_line: 2,
@@ -361,33 +427,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_template_and_bug_kind_appears_in_train() {
-        let train = families_of(Split::Train);
-        for t in 0..TEMPLATES.len() {
-            assert!(train.iter().any(|f| f.template == t), "template {t}");
-        }
-        for bug in BugKind::ALL {
-            assert!(train.iter().any(|f| f.bug == bug), "{bug:?}");
-        }
-        assert!(!families_of(Split::Validation).is_empty());
-        assert!(!families_of(Split::Test).is_empty());
-    }
-
-    #[test]
-    fn at_least_eight_templates_and_five_bug_kinds() {
-        assert!(TEMPLATES.len() >= 8);
-        let kinds: std::collections::BTreeSet<_> = all_families().iter().map(|f| f.bug).collect();
-        assert_eq!(kinds.len(), 5);
-    }
-
-    #[test]
-    fn article_example_belongs_to_a_test_family() {
-        let family = Family {
-            template: 0,
-            bug: BugKind::WrongInit,
+    fn article_example_is_the_grammar_point_with_its_key() {
+        let task = article_example();
+        let problem = Problem {
+            skeleton: article_key().skeleton,
+            guard_constant: 0,
+            map_constant: 0,
         };
-        assert_eq!(family.name(), article_example().family);
-        assert_eq!(family_split(family), article_example().split);
+        assert_eq!(task.spec, problem.spec());
+        assert_eq!(task.key, "each.none.id.max:wrong_init@init");
+        assert_eq!(
+            catalogue().split_of(&article_key()).map(|p| p.0),
+            Some(task.split)
+        );
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //! - The vocabulary is a constant list: special tokens first, then word pieces (each
 //!   word of the language, the tools and the observations, with and without a leading
 //!   space), then every printable ASCII character and the newline. Its size is
-//!   [`Tokenizer::vocab_size`] (408), small enough for a tiny transformer.
+//!   [`Tokenizer::vocab_size`] (473), small enough for a tiny transformer.
 //! - Encoding is greedy longest match over the pieces, so it is deterministic, and since
 //!   every printable ASCII character is a piece of its own, `decode(encode(s)) == s` for
 //!   every string over printable ASCII and `\n`, which covers everything the
@@ -81,16 +81,38 @@ const WORDS: &[&str] = &[
     "j",
     "k",
     "p",
-    "find_max",
-    "find_min",
-    "sum_list",
-    "count_above",
-    "first_index_above",
-    "is_sorted",
-    "second_largest",
-    "running_product",
-    "count_equal",
-    "sum_positive",
+    "res",
+    "ans",
+    "cur",
+    "part",
+    "size",
+    "start",
+    "spare",
+    "tmp",
+    "idx",
+    // neutral function names and the words descriptive names are made of (a name such
+    // as `sum_above` is several pieces, so no token stands for one problem)
+    "solve",
+    "compute",
+    "calc",
+    "process",
+    "helper",
+    "check",
+    "f",
+    "g",
+    "find",
+    "max",
+    "min",
+    "last",
+    "select",
+    "above",
+    "below",
+    "least",
+    "most",
+    "even",
+    "odd",
+    "any",
+    "_",
     // tools and the action format
     "run_tests",
     "read_code",
@@ -182,6 +204,24 @@ const WORDS: &[&str] = &[
     "otherwise",
     "-1",
     "must",
+    // specification words of the grammar
+    "some",
+    "every",
+    "there",
+    "none",
+    "are",
+    "over",
+    "plus",
+    "minus",
+    "times",
+    "negated",
+    "running",
+    "sums",
+    "products",
+    "largest",
+    "other",
+    "length",
+    "true",
 ];
 
 /// Multi-character symbols with a piece of their own (plain and with a leading space).
@@ -302,7 +342,7 @@ pub fn tokenizer() -> &'static Tokenizer {
 }
 
 /// Version tag stored in every record, bumped whenever the vocabulary changes.
-pub const TOKENIZER_VERSION: &str = "arlbook-agent-vocab-1";
+pub const TOKENIZER_VERSION: &str = "arlbook-agent-vocab-2";
 
 #[cfg(test)]
 mod tests {
@@ -312,7 +352,7 @@ mod tests {
     #[test]
     fn vocabulary_is_small_and_specials_come_first() {
         let t = Tokenizer::new();
-        assert_eq!(t.vocab_size(), 408);
+        assert_eq!(t.vocab_size(), 473);
         assert_eq!(t.pieces()[END as usize], "<end>");
         assert_eq!(t.pieces()[PAD as usize], "<pad>");
     }

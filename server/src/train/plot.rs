@@ -78,7 +78,7 @@ pub fn svg(rows: &[Value], title: &str) -> Result<String> {
         chart
             .draw_series(LineSeries::new(validation.clone(), &RED))
             .map_err(|e| anyhow::anyhow!("{e}"))?
-            .label("validation (held-out families, greedy)")
+            .label("validation (held-out problem keys, greedy)")
             .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], RED));
         chart
             .draw_series(
