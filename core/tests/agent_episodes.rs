@@ -50,8 +50,12 @@ fn teacher_solves_every_split_in_five_calls() {
     let config = HarnessConfig::default();
     for split in [Split::Train, Split::Validation, Split::Test] {
         let mut stats = EpisodeStats::default();
+        let mut longest_action = 0;
         for seed in 0..300 {
             let record = teacher_episode(split, seed, &config);
+            for call in &record.calls {
+                longest_action = longest_action.max(call.generated_ids.len());
+            }
             record.check_consistency().unwrap();
             assert_eq!(record.reward, 1.0, "{split:?}/{seed}");
             let calls: Vec<_> = record.calls.iter().filter_map(|c| c.call.clone()).collect();
@@ -68,6 +72,9 @@ fn teacher_solves_every_split_in_five_calls() {
             stats.add(&record);
         }
         assert_eq!(stats.success_rate(), 1.0, "{split:?}");
+        // Every action fits the trainer's smallest configured action budget (40 tokens
+        // in configs/cpu-small.toml, the end token included).
+        assert!(longest_action <= 40, "{split:?}: {longest_action}");
         assert!(stats.max_tokens <= 1024, "{split:?}: {}", stats.max_tokens);
     }
 }

@@ -14,7 +14,7 @@ use anyhow::bail;
 use arlbook_core::agent::env::listing;
 use arlbook_core::agent::{
     EpisodeIds, EpisodeRecord, EpisodeStats, HarnessConfig, Policy, SpanRole, Split, Task,
-    TaskStats, Teacher, UniformRandom, article_example, generate_task, run_episode,
+    TaskStats, Teacher, Tier, UniformRandom, article_example, generate_task, run_episode,
 };
 use clap::{Args, Subcommand, ValueEnum};
 
@@ -311,6 +311,18 @@ pub(crate) fn print_transcript(task: &Task, record: &EpisodeRecord) {
     );
 }
 
+/// The number of keys of a split and of its two tiers.
+fn split_keys(split: Split) -> (usize, usize, usize) {
+    let catalogue = arlbook_core::agent::catalogue();
+    let keys = catalogue.keys_of(split);
+    let tier = |t: Tier| {
+        keys.iter()
+            .filter(|k| catalogue.split_of(k).and_then(|p| p.1) == Some(t))
+            .count()
+    };
+    (keys.len(), tier(Tier::A), tier(Tier::B))
+}
+
 fn tier_name(task: &Task) -> &'static str {
     task.tier.map_or("-", |t| t.name())
 }
@@ -351,7 +363,12 @@ fn stats(args: &StatsArgs) -> anyhow::Result<()> {
             by_policy.insert(kind.name().into(), entry);
         }
         if let Some(object) = value.as_object_mut() {
+            let (keys, tier_a, tier_b) = split_keys(args.split);
             object.insert("split".into(), args.split.name().into());
+            object.insert(
+                "split_keys".into(),
+                serde_json::json!({"keys": keys, "A": tier_a, "B": tier_b}),
+            );
             object.insert("policies".into(), by_policy.into());
         }
         outln!("{}", serde_json::to_string_pretty(&value)?);
@@ -371,8 +388,10 @@ fn stats(args: &StatsArgs) -> anyhow::Result<()> {
         tasks.distinct_skeletons,
         tasks.distinct_bug_lines
     );
+    let (keys, tier_a, tier_b) = split_keys(args.split);
+    outln!("the split has {keys} keys (tier A {tier_a}, tier B {tier_b})");
     if !tasks.tiers.is_empty() {
-        outln!("tiers: {}", counts(&tasks.tiers));
+        outln!("tiers drawn: {}", counts(&tasks.tiers));
     }
     outln!("bug operators: {}", counts(&tasks.bugs));
     outln!("loop forms: {}", counts(&tasks.layouts));

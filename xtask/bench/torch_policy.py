@@ -9,7 +9,7 @@ the clipped token-mean surrogate, backward over microbatches and one AdamW step
 after the device has finished).
 
     python bench/torch_policy.py --layers 2 --width 96 --heads 4 --context 640 \
-        --vocab 408 --rows 64 --prompt 200 --new-tokens 32 --microbatch-rows 16
+        --vocab 473 --rows 64 --prompt 200 --new-tokens 32 --microbatch-rows 16
 """
 
 import argparse
@@ -114,7 +114,7 @@ def surrogate(logp, logp_old, advantages, weights, eps_low=0.2, eps_high=0.28):
 
 def main():
     parser = argparse.ArgumentParser()
-    for name, default in [("layers", 2), ("width", 96), ("heads", 4), ("context", 640), ("vocab", 408),
+    for name, default in [("layers", 2), ("width", 96), ("heads", 4), ("context", 640), ("vocab", 473),
                           ("rows", 64), ("prompt", 200), ("new-tokens", 32), ("microbatch-rows", 16),
                           ("repeats", 3), ("threads", 2)]:
         parser.add_argument(f"--{name}", type=int, default=default)

@@ -35,10 +35,9 @@ use serde::{Deserialize, Serialize};
 pub enum BugKind {
     /// An accumulator, flag or counter starts at the wrong value (the wrong identity).
     WrongInit,
-    /// A comparison points the wrong way (`>` for `<`, `==` for `!=`).
-    FlippedComparison,
-    /// A comparison made strict or non-strict (`>` for `>=`).
-    Strictness,
+    /// A comparison flipped (`<` for `>`, `!=` for `==`) or made strict or non-strict
+    /// (`>=` for `>`).
+    WrongComparison,
     /// A loop bound, start or guard threshold is off by one.
     OffByOne,
     /// The function returns the wrong variable or constant.
@@ -51,10 +50,9 @@ pub enum BugKind {
 
 impl BugKind {
     /// Every kind, in a fixed order.
-    pub const ALL: [BugKind; 7] = [
+    pub const ALL: [BugKind; 6] = [
         BugKind::WrongInit,
-        BugKind::FlippedComparison,
-        BugKind::Strictness,
+        BugKind::WrongComparison,
         BugKind::OffByOne,
         BugKind::WrongReturn,
         BugKind::WrongOperator,
@@ -65,8 +63,7 @@ impl BugKind {
     pub fn name(self) -> &'static str {
         match self {
             BugKind::WrongInit => "wrong_init",
-            BugKind::FlippedComparison => "flipped_comparison",
-            BugKind::Strictness => "strictness",
+            BugKind::WrongComparison => "wrong_comparison",
             BugKind::OffByOne => "off_by_one",
             BugKind::WrongReturn => "wrong_return",
             BugKind::WrongOperator => "wrong_operator",
@@ -75,7 +72,8 @@ impl BugKind {
     }
 }
 
-/// The role of the place a bug sits in, part of the problem key.
+/// The role of the line a bug sits on, part of the problem key (a bug in the element
+/// map takes the role of the line the map is on).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SiteRole {
@@ -91,29 +89,23 @@ pub enum SiteRole {
     Guard,
     /// The comparison of max, min or sortedness.
     Compare,
-    /// The element map inside an update or comparison.
-    Map,
-    /// The accumulator's update.
+    /// The accumulator's update (with the element map inside it).
     Update,
-    /// The final `return`.
+    /// A `return` (the final one, or the one inside the loop of first index).
     Return,
-    /// The `return` inside the loop (first index).
-    EarlyReturn,
 }
 
 impl SiteRole {
     /// Every role, in a fixed order.
-    pub const ALL: [SiteRole; 10] = [
+    pub const ALL: [SiteRole; 8] = [
         SiteRole::Init,
         SiteRole::Loop,
         SiteRole::Step,
         SiteRole::Counter,
         SiteRole::Guard,
         SiteRole::Compare,
-        SiteRole::Map,
         SiteRole::Update,
         SiteRole::Return,
-        SiteRole::EarlyReturn,
     ];
 
     /// The `snake_case` name.
@@ -125,10 +117,8 @@ impl SiteRole {
             SiteRole::Counter => "counter",
             SiteRole::Guard => "guard",
             SiteRole::Compare => "compare",
-            SiteRole::Map => "map",
             SiteRole::Update => "update",
             SiteRole::Return => "return",
-            SiteRole::EarlyReturn => "early_return",
         }
     }
 }
@@ -671,14 +661,16 @@ fn map_expr(map: MapKind, constant: i64, e: &str) -> (String, Vec<(BugKind, Stri
     }
 }
 
-/// A line that embeds the mapped element: its text and its map mutations.
+/// A line that embeds the mapped element: its text and its map mutations, which take
+/// the line's `role`.
 fn with_map(
     (mapped, variants): &(String, Vec<(BugKind, String)>),
+    role: SiteRole,
     line: impl Fn(&str) -> String,
 ) -> (String, Vec<(BugKind, SiteRole, String)>) {
     let mutations = variants
         .iter()
-        .map(|(bug, m)| (*bug, SiteRole::Map, line(m)))
+        .map(|(bug, m)| (*bug, role, line(m)))
         .collect();
     (line(mapped), mutations)
 }
@@ -703,7 +695,7 @@ fn guard_condition(kind: GuardKind, c: i64, e: &str) -> (String, Vec<(BugKind, S
             (
                 format!("{e} % 2 {op} 0"),
                 vec![
-                    (BugKind::FlippedComparison, format!("{e} % 2 {flipped} 0")),
+                    (BugKind::WrongComparison, format!("{e} % 2 {flipped} 0")),
                     (BugKind::ConstantOffByOne, format!("{e} % 3 {op} 0")),
                 ],
             )
@@ -719,7 +711,7 @@ fn guard_condition(kind: GuardKind, c: i64, e: &str) -> (String, Vec<(BugKind, S
                 _ => "==",
             };
             let mut variants = vec![
-                (BugKind::FlippedComparison, cmp(flipped, c)),
+                (BugKind::WrongComparison, cmp(flipped, c)),
                 (BugKind::OffByOne, cmp(op, c + 1)),
                 (BugKind::OffByOne, cmp(op, c - 1)),
             ];
@@ -731,7 +723,7 @@ fn guard_condition(kind: GuardKind, c: i64, e: &str) -> (String, Vec<(BugKind, S
                 Eq | Ne | Even | Odd => None,
             };
             if let Some(other) = loosened {
-                variants.push((BugKind::Strictness, cmp(other, c)));
+                variants.push((BugKind::WrongComparison, cmp(other, c)));
             }
             (cmp(op, c), variants)
         }
@@ -753,8 +745,7 @@ fn tagged(
 /// line with the bugs it can carry.
 pub fn render(problem: &Problem, names: &Names, distractors: &[Distractor]) -> Vec<SiteLine> {
     use BugKind::{
-        ConstantOffByOne, FlippedComparison, OffByOne, Strictness, WrongInit, WrongOperator,
-        WrongReturn,
+        ConstantOffByOne, OffByOne, WrongComparison, WrongInit, WrongOperator, WrongReturn,
     };
     use SiteRole as R;
     let s = problem.skeleton;
@@ -789,7 +780,7 @@ pub fn render(problem: &Problem, names: &Names, distractors: &[Distractor]) -> V
         Aggregate::Sum | Aggregate::Count => init(&mut out, b, "0", "1"),
         Aggregate::Product => init(&mut out, b, "1", "0"),
         Aggregate::Max | Aggregate::Min if s.aggregate_from_first() => {
-            let (text, mut mutations) = with_map(&first, |m| format!("{b} = {m}"));
+            let (text, mut mutations) = with_map(&first, R::Init, |m| format!("{b} = {m}"));
             mutations.push((WrongInit, R::Init, format!("{b} = 0")));
             out.with(text, mutations);
         }
@@ -854,8 +845,8 @@ pub fn render(problem: &Problem, names: &Names, distractors: &[Distractor]) -> V
                 format!("while {i} < len({l}):"),
                 vec![
                     (OffByOne, R::Loop, format!("while {i} < len({l}) - 1:")),
-                    (Strictness, R::Loop, format!("while {i} <= len({l}):")),
-                    (FlippedComparison, R::Loop, format!("while {i} > len({l}):")),
+                    (WrongComparison, R::Loop, format!("while {i} <= len({l}):")),
+                    (WrongComparison, R::Loop, format!("while {i} > len({l}):")),
                 ],
             );
         }
@@ -879,7 +870,8 @@ pub fn render(problem: &Problem, names: &Names, distractors: &[Distractor]) -> V
     // The body.
     match s.aggregate {
         Aggregate::Sum => {
-            let (text, mut mutations) = with_map(&mapped, |m| format!("{b} = {b} + {m}"));
+            let (text, mut mutations) =
+                with_map(&mapped, R::Update, |m| format!("{b} = {b} + {m}"));
             mutations.push((
                 WrongOperator,
                 R::Update,
@@ -895,8 +887,9 @@ pub fn render(problem: &Problem, names: &Names, distractors: &[Distractor]) -> V
             ],
         ),
         Aggregate::Product => {
-            let (text, mut mutations) =
-                with_map(&mapped, |m| format!("{b} = {b} * {}", grouped(m)));
+            let (text, mut mutations) = with_map(&mapped, R::Update, |m| {
+                format!("{b} = {b} * {}", grouped(m))
+            });
             mutations.push((
                 WrongOperator,
                 R::Update,
@@ -910,22 +903,23 @@ pub fn render(problem: &Problem, names: &Names, distractors: &[Distractor]) -> V
             } else {
                 ("<", ">")
             };
-            let (text, mut mutations) = with_map(&mapped, |m| format!("if {m} {op} {b}:"));
+            let (text, mut mutations) =
+                with_map(&mapped, R::Compare, |m| format!("if {m} {op} {b}:"));
             mutations.push((
-                FlippedComparison,
+                WrongComparison,
                 R::Compare,
                 format!("if {} {flipped} {b}:", mapped.0),
             ));
             out.with(text, mutations);
-            let (text, mutations) = with_map(&mapped, |m| format!("{b} = {m}"));
+            let (text, mutations) = with_map(&mapped, R::Update, |m| format!("{b} = {m}"));
             out.with(text, mutations);
             out.plain("end");
         }
         Aggregate::FirstIndex => out.with(
             format!("return {i}"),
             vec![
-                (WrongReturn, R::EarlyReturn, format!("return {element}")),
-                (OffByOne, R::EarlyReturn, format!("return {i} + 1")),
+                (WrongReturn, R::Return, format!("return {element}")),
+                (OffByOne, R::Return, format!("return {i} + 1")),
             ],
         ),
         Aggregate::LastIndex => out.with(
@@ -935,12 +929,12 @@ pub fn render(problem: &Problem, names: &Names, distractors: &[Distractor]) -> V
         Aggregate::Any => out.plain(format!("{b} = true")),
         Aggregate::All => out.plain(format!("{b} = false")),
         Aggregate::Select => {
-            let (text, mutations) = with_map(&mapped, |m| format!("{b} = {b} + [{m}]"));
+            let (text, mutations) = with_map(&mapped, R::Update, |m| format!("{b} = {b} + [{m}]"));
             out.with(text, mutations);
         }
         Aggregate::PrefixSum | Aggregate::PrefixProduct => {
             let (text, mut mutations) = if s.aggregate == Aggregate::PrefixSum {
-                let (t, mut m) = with_map(&mapped, |m| format!("{aux} = {aux} + {m}"));
+                let (t, mut m) = with_map(&mapped, R::Update, |m| format!("{aux} = {aux} + {m}"));
                 m.push((
                     WrongOperator,
                     R::Update,
@@ -948,7 +942,9 @@ pub fn render(problem: &Problem, names: &Names, distractors: &[Distractor]) -> V
                 ));
                 (t, m)
             } else {
-                let (t, mut m) = with_map(&mapped, |m| format!("{aux} = {aux} * {}", grouped(m)));
+                let (t, mut m) = with_map(&mapped, R::Update, |m| {
+                    format!("{aux} = {aux} * {}", grouped(m))
+                });
                 m.push((
                     WrongOperator,
                     R::Update,
@@ -965,8 +961,8 @@ pub fn render(problem: &Problem, names: &Names, distractors: &[Distractor]) -> V
             out.with(
                 format!("if {a} > {c}:"),
                 vec![
-                    (FlippedComparison, R::Compare, format!("if {a} < {c}:")),
-                    (Strictness, R::Compare, format!("if {a} >= {c}:")),
+                    (WrongComparison, R::Compare, format!("if {a} < {c}:")),
+                    (WrongComparison, R::Compare, format!("if {a} >= {c}:")),
                 ],
             );
             out.plain(format!("{b} = false"));

@@ -30,7 +30,7 @@ pub const POLICY_STREAM: u64 = 0x5011_0000_0000;
 /// Stream id base of the injected faults (the sample id is added).
 pub const FAULT_STREAM: u64 = 0xFA17_0000_0000;
 /// Environment version tag stored in every record.
-pub const ENV_VERSION: &str = "arlbook-code-repair-1";
+pub const ENV_VERSION: &str = "arlbook-code-repair-2";
 /// The observation an injected executor crash produces.
 pub const FAULT_OBSERVATION: &str = "error: the executor crashed (environment fault)";
 

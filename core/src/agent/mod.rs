@@ -8,7 +8,7 @@
 //!   lists, its block structure, and a step-limited interpreter whose failures are
 //!   observations, not panics.
 //! - [`grammar`], [`key`] and [`task`]: a program grammar (loop form, guard, element
-//!   map, aggregate) with seven bug operators at any eligible site, problem keys,
+//!   map, aggregate) with six bug operators at any eligible site, problem keys,
 //!   train / validation / test splits by key with two test tiers, and the seeded task
 //!   generator.
 //! - [`tokenizer`] and [`action`]: a fixed vocabulary of 473 tokens and the call
