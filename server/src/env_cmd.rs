@@ -389,7 +389,11 @@ fn stats(args: &StatsArgs) -> anyhow::Result<()> {
         tasks.distinct_bug_lines
     );
     let (keys, tier_a, tier_b) = split_keys(args.split);
-    outln!("the split has {keys} keys (tier A {tier_a}, tier B {tier_b})");
+    if args.split == Split::Train {
+        outln!("the split has {keys} keys");
+    } else {
+        outln!("the split has {keys} keys (tier A {tier_a}, tier B {tier_b})");
+    }
     if !tasks.tiers.is_empty() {
         outln!("tiers drawn: {}", counts(&tasks.tiers));
     }
