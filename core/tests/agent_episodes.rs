@@ -75,7 +75,7 @@ fn teacher_solves_every_split_in_five_calls() {
         // Every action fits the trainer's smallest configured action budget (40 tokens
         // in configs/cpu-small.toml, the end token included).
         assert!(longest_action <= 40, "{split:?}: {longest_action}");
-        assert!(stats.max_tokens <= 1024, "{split:?}: {}", stats.max_tokens);
+        assert!(stats.max_tokens <= 512, "{split:?}: {}", stats.max_tokens);
     }
 }
 
@@ -311,8 +311,8 @@ impl Policy for TwoRetries {
 }
 
 /// The longest teacher episode, and the same with two retries, fit the default
-/// context of the harness (1024 tokens; measured over 1,200 tasks: see the README's
-/// "The agent environment").
+/// context of the harness (1280 tokens) with a margin: at most 1,100 tokens over 1,200
+/// tasks here (the README's "The agent environment" gives the lengths over 9,000).
 #[test]
 fn the_default_context_holds_the_longest_teacher_episode_with_two_retries() {
     let default = HarnessConfig::default();
@@ -358,5 +358,6 @@ fn the_default_context_holds_the_longest_teacher_episode_with_two_retries() {
         lengths[lengths.len() / 2],
         lengths[lengths.len() * 99 / 100]
     );
-    assert!(longest[1] <= default.max_context_tokens, "{longest:?}");
+    assert!(longest[1] <= 1100, "{longest:?}");
+    assert!(1100 < default.max_context_tokens);
 }

@@ -423,3 +423,19 @@ fn no_token_identifies_a_problem() {
         );
     }
 }
+
+/// Every key of every split has instances whose tests catch the bug: a key is a
+/// problem the generator can pose, not a dead entry in the counts.
+#[test]
+fn every_key_of_every_split_can_be_posed() {
+    use arlbook_core::agent::task::task_of_key;
+    let c = catalogue();
+    for split in Split::ALL {
+        for key in c.keys_of(split) {
+            let task = task_of_key(*key, 0, 32)
+                .unwrap_or_else(|| panic!("{}: no detectable instance", key.name()));
+            assert_eq!(task.key, key.name());
+            assert_eq!(task.split, split);
+        }
+    }
+}

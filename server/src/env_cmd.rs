@@ -75,7 +75,7 @@ struct HarnessArgs {
     #[arg(long, default_value_t = 12)]
     max_turns: usize,
     /// Most tokens of context a model call may see.
-    #[arg(long, default_value_t = 1024)]
+    #[arg(long, default_value_t = 1280)]
     max_tokens: usize,
     /// Probability that an executor run crashes (an injected environment fault).
     #[arg(long, default_value_t = 0.0)]

@@ -41,7 +41,8 @@ pub struct HarnessConfig {
     /// Most model calls per episode. Default 12.
     pub max_turns: usize,
     /// Most tokens of context a model call may see, generated tokens included.
-    /// Default 1024.
+    /// Default 1280: the longest teacher episode with two failed repairs first fits
+    /// with room to spare (`core/tests/agent_episodes.rs`).
     pub max_context_tokens: usize,
     /// Most tokens one action may have, end token included. Default 48.
     pub max_new_tokens: usize,
@@ -57,7 +58,7 @@ impl Default for HarnessConfig {
     fn default() -> Self {
         Self {
             max_turns: 12,
-            max_context_tokens: 1024,
+            max_context_tokens: 1280,
             max_new_tokens: 48,
             max_malformed: 3,
             fault_probability: 0.0,

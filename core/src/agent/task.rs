@@ -182,6 +182,8 @@ fn edge_cases(c: i64, min_len: usize) -> Vec<Vec<i64>> {
         vec![2, 2],
         vec![1, 2, 3, 4],
         vec![4, 1, 5],
+        vec![c, c + 1],
+        vec![c, c + 2, c],
     ];
     lists.into_iter().filter(|l| l.len() >= min_len).collect()
 }
@@ -355,14 +357,34 @@ pub fn generate_task(split: Split, seed: u64) -> Task {
     let keys = catalogue().keys_of(split);
     for _ in 0..MAX_KEY_DRAWS {
         let key = keys[rng.below(keys.len() as u32) as usize];
-        for _ in 0..ATTEMPTS_PER_KEY {
-            if let Some(task) = attempt(&mut rng, split, seed, key) {
-                return task;
-            }
+        if let Some(task) = instance(&mut rng, split, seed, key, ATTEMPTS_PER_KEY) {
+            return task;
         }
     }
     // Unreachable in practice (a test draws thousands of tasks); a valid task regardless.
     article_example()
+}
+
+fn instance(
+    rng: &mut RandomStream,
+    split: Split,
+    seed: u64,
+    key: ProblemKey,
+    attempts: usize,
+) -> Option<Task> {
+    (0..attempts).find_map(|_| attempt(rng, split, seed, key))
+}
+
+/// A task of one given key, drawn from its own stream of `seed` (for inspecting a key;
+/// `None` when `attempts` instances all go undetected by their tests). The task's
+/// split is the key's (train for a key no split uses).
+pub fn task_of_key(key: ProblemKey, seed: u64, attempts: usize) -> Option<Task> {
+    let split = catalogue()
+        .split_of(&key)
+        .map_or(Split::Train, |(split, _)| split);
+    let stream = TASK_STREAM + 0x100 + super::key::stable_hash(&key.name()) % 0x1_0000_0000;
+    let mut rng = RandomStream::new(seed, stream);
+    instance(&mut rng, split, seed, key, attempts)
 }
 
 /// The problem key of the article's example, `find_max` starting from `best = 0`.
