@@ -68,7 +68,7 @@ fn tiers_are_what_they_say() {
         train.iter().map(ProblemKey::operator_cell).collect();
     let mut primitive_counts: BTreeMap<String, usize> = BTreeMap::new();
     for key in train {
-        for p in primitives(key) {
+        for p in primitives(*key) {
             *primitive_counts.entry(p).or_default() += 1;
         }
     }
@@ -90,7 +90,7 @@ fn tiers_are_what_they_say() {
                     if operator_new {
                         held_out_cells[n].insert(format!("operator:{}", key.operator_cell()));
                     }
-                    for p in primitives(key) {
+                    for p in primitives(*key) {
                         let count = primitive_counts.get(&p).copied().unwrap_or(0);
                         assert!(count >= 50, "{}: {p} in {count} train keys", key.name());
                     }
@@ -105,7 +105,7 @@ fn tiers_are_what_they_say() {
 }
 
 /// The slot values and the operator of a key.
-fn primitives(key: &ProblemKey) -> Vec<String> {
+fn primitives(key: ProblemKey) -> Vec<String> {
     let s = key.skeleton;
     vec![
         format!("loop:{}", s.loop_form.name()),
@@ -369,7 +369,7 @@ fn specifications_tell_problems_apart() {
                         loop_form: arlbook_core::agent::grammar::LoopForm::Each,
                         ..skeleton
                     },
-                    guard_constant: if skeleton.guard.is_some_and(|g| g.uses_constant()) {
+                    guard_constant: if skeleton.guard.is_some_and(GuardKind::uses_constant) {
                         guard_constant
                     } else {
                         0
@@ -379,7 +379,6 @@ fn specifications_tell_problems_apart() {
                     } else {
                         0
                     },
-                    ..p
                 };
                 if let Some(other) = specs.insert(p.spec(), canonical) {
                     assert_eq!(other, canonical, "{}", p.spec());

@@ -14,8 +14,8 @@ use std::collections::HashMap;
 use std::sync::OnceLock;
 
 use super::grammar::{
-    ADD_CONSTANTS, Distractor, GUARD_CONSTANTS, LoopForm, MUL_CONSTANTS, MapKind, Names, Problem,
-    Skeleton, render,
+    ADD_CONSTANTS, Distractor, GUARD_CONSTANTS, GuardKind, LoopForm, MUL_CONSTANTS, MapKind, Names,
+    Problem, Skeleton, render,
 };
 use super::lang::{Lexeme, Line, LoopRange, lex, parse_line};
 use super::task::{ACC_NAMES, AUX_NAMES, DISTRACTOR_NAMES, INDEX_NAMES, ITEM_NAMES};
@@ -27,7 +27,8 @@ pub fn spec_table() -> &'static HashMap<String, Problem> {
     TABLE.get_or_init(|| {
         let mut table = HashMap::new();
         for skeleton in Skeleton::all() {
-            let guard_constants: Vec<i64> = if skeleton.guard.is_some_and(|g| g.uses_constant()) {
+            let guard_constants: Vec<i64> = if skeleton.guard.is_some_and(GuardKind::uses_constant)
+            {
                 GUARD_CONSTANTS.collect()
             } else {
                 vec![0]

@@ -19,8 +19,8 @@
 use serde::{Deserialize, Serialize};
 
 use super::grammar::{
-    ADD_CONSTANTS, BugKind, Distractor, GUARD_CONSTANTS, MUL_CONSTANTS, MapKind, Names, Problem,
-    render,
+    ADD_CONSTANTS, BugKind, Distractor, GUARD_CONSTANTS, GuardKind, MUL_CONSTANTS, MapKind, Names,
+    Problem, render,
 };
 use super::interp::{DEFAULT_STEP_LIMIT, Value, run};
 use super::key::{ProblemKey, Tier, catalogue};
@@ -191,7 +191,7 @@ fn edge_cases(c: i64, min_len: usize) -> Vec<Vec<i64>> {
 fn random_inputs(rng: &mut RandomStream, problem: &Problem) -> Vec<Vec<i64>> {
     let s = problem.skeleton;
     let min_len = s.min_len();
-    let around_constant = s.guard.is_some_and(|g| g.uses_constant());
+    let around_constant = s.guard.is_some_and(GuardKind::uses_constant);
     let sorted = s.aggregate == super::grammar::Aggregate::Sorted;
     (0..RANDOM_INPUTS)
         .map(|n| {
@@ -339,7 +339,7 @@ fn attempt(rng: &mut RandomStream, split: Split, seed: u64, key: ProblemKey) -> 
         layout: skeleton.loop_form.name().to_owned(),
         constant: skeleton
             .guard
-            .is_some_and(|g| g.uses_constant())
+            .is_some_and(GuardKind::uses_constant)
             .then_some(guard_constant),
         spec: problem.spec(),
         buggy_code: buggy,
