@@ -1,4 +1,5 @@
-//! Problem keys and the train / validation / test splits by key.
+//! The train / validation / test splits, problem keys and the assignment of keys to
+//! splits.
 //!
 //! ## The key
 //! A task's problem is its [`Skeleton`] (the four grammar slots with names turned into
@@ -34,7 +35,51 @@ use std::sync::OnceLock;
 use serde::{Deserialize, Serialize};
 
 use super::grammar::{BugKind, Distractor, Names, Problem, SiteRole, Skeleton, render};
-use super::task::Split;
+
+/// A data split.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Split {
+    /// Training tasks.
+    Train,
+    /// Held-out problem keys for model selection.
+    Validation,
+    /// Held-out problem keys for the final report.
+    Test,
+}
+
+impl Split {
+    /// All splits.
+    pub const ALL: [Split; 3] = [Split::Train, Split::Validation, Split::Test];
+
+    /// The lowercase name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Split::Train => "train",
+            Split::Validation => "validation",
+            Split::Test => "test",
+        }
+    }
+
+    /// Parses `train`, `validation` (or `val`), `test`.
+    pub fn parse(text: &str) -> Option<Split> {
+        match text {
+            "train" => Some(Split::Train),
+            "validation" | "val" => Some(Split::Validation),
+            "test" => Some(Split::Test),
+            _ => None,
+        }
+    }
+
+    /// 0, 1, 2 for train, validation, test (added to the task stream id).
+    pub(crate) fn index(self) -> u64 {
+        match self {
+            Split::Train => 0,
+            Split::Validation => 1,
+            Split::Test => 2,
+        }
+    }
+}
 
 /// One problem: a skeleton, a bug operator and the role of its site.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -126,14 +171,7 @@ pub struct Catalogue {
 
 /// The (bug, role) pairs some line of `skeleton` can carry.
 fn sites_of(skeleton: Skeleton) -> BTreeSet<(BugKind, SiteRole)> {
-    let names = Names {
-        function: "f".into(),
-        list: "xs".into(),
-        item: "x".into(),
-        index: "i".into(),
-        acc: "acc".into(),
-        aux: "run".into(),
-    };
+    let names = Names::canonical();
     let problem = Problem {
         skeleton,
         guard_constant: 1,
@@ -196,7 +234,7 @@ impl Catalogue {
         let mut by_split: [Vec<ProblemKey>; 3] = Default::default();
         for &key in &keys {
             if let Some((split, _)) = place.get(&key) {
-                by_split[split_index(*split)].push(key);
+                by_split[split.index() as usize].push(key);
             }
         }
         Self {
@@ -213,20 +251,12 @@ impl Catalogue {
 
     /// The keys of one split, in a fixed order.
     pub fn keys_of(&self, split: Split) -> &[ProblemKey] {
-        &self.by_split[split_index(split)]
+        &self.by_split[split.index() as usize]
     }
 
     /// The split and tier of a key (`None` for a key no split uses).
     pub fn split_of(&self, key: &ProblemKey) -> Option<(Split, Option<Tier>)> {
         self.place.get(key).copied()
-    }
-}
-
-fn split_index(split: Split) -> usize {
-    match split {
-        Split::Train => 0,
-        Split::Validation => 1,
-        Split::Test => 2,
     }
 }
 

@@ -23,6 +23,7 @@ use super::grammar::{
     Problem, render,
 };
 use super::interp::{DEFAULT_STEP_LIMIT, Value, run};
+pub use super::key::Split;
 use super::key::{ProblemKey, Tier, catalogue};
 use super::program::parse_program;
 use crate::rng::RandomStream;
@@ -55,50 +56,6 @@ pub const NEUTRAL_FUNCTION_NAMES: [&str; 8] = [
 pub const DISTRACTOR_NAMES: [&str; 6] = ["n", "size", "limit", "start", "spare", "tmp"];
 /// At most this many distractor lines per task.
 pub const MAX_DISTRACTORS: u32 = 2;
-
-/// A data split.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Split {
-    /// Training tasks.
-    Train,
-    /// Held-out problem keys for model selection.
-    Validation,
-    /// Held-out problem keys for the final report.
-    Test,
-}
-
-impl Split {
-    /// All splits.
-    pub const ALL: [Split; 3] = [Split::Train, Split::Validation, Split::Test];
-
-    /// The lowercase name.
-    pub fn name(self) -> &'static str {
-        match self {
-            Split::Train => "train",
-            Split::Validation => "validation",
-            Split::Test => "test",
-        }
-    }
-
-    /// Parses `train`, `validation` (or `val`), `test`.
-    pub fn parse(text: &str) -> Option<Split> {
-        match text {
-            "train" => Some(Split::Train),
-            "validation" | "val" => Some(Split::Validation),
-            "test" => Some(Split::Test),
-            _ => None,
-        }
-    }
-
-    pub(crate) fn index(self) -> u64 {
-        match self {
-            Split::Train => 0,
-            Split::Validation => 1,
-            Split::Test => 2,
-        }
-    }
-}
 
 /// One test: an input list and the expected return value.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -13,8 +13,10 @@
 //!
 //! A [`Skeleton`] is the four slots without constants; a [`Problem`] adds the guard's and
 //! the map's constants. The article's `findMax` is the point
-//! `(for-each, no guard, identity, max)`, the old ten functions are points too (for
-//! example `count_above` is `(any loop, > K, identity, count)`).
+//! `(for-each, no guard, identity, max)`; nine of the ten functions of the first version
+//! of the environment are points too (for example `count_above` is
+//! `(any loop, > K, identity, count)`, `running_product` the running products); the
+//! tenth, `second_largest`, keeps two running values and has no slot here.
 //!
 //! The specification is written from the slots in words, for example "return the sum of
 //! each element times 3 over the elements greater than 2", so a reader of the prompt and

@@ -28,6 +28,21 @@ pub struct Names {
     pub aux: String,
 }
 
+impl Names {
+    /// One fixed set of names (`f`, `xs`, `x`, `i`, `acc`, `run`), for enumerating the
+    /// sites of a skeleton, where names do not matter.
+    pub fn canonical() -> Self {
+        Self {
+            function: "f".into(),
+            list: "xs".into(),
+            item: "x".into(),
+            index: "i".into(),
+            acc: "acc".into(),
+            aux: "run".into(),
+        }
+    }
+}
+
 /// A harmless line that moves line numbers: `name = expr`, placed after the header or
 /// just before the loop.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -541,14 +556,7 @@ mod tests {
     use crate::agent::program::parse_program;
 
     fn names() -> Names {
-        Names {
-            function: "f".into(),
-            list: "xs".into(),
-            item: "x".into(),
-            index: "i".into(),
-            acc: "acc".into(),
-            aux: "run".into(),
-        }
+        Names::canonical()
     }
 
     #[test]
