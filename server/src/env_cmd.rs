@@ -384,9 +384,9 @@ fn stats(args: &StatsArgs) -> anyhow::Result<()> {
         "split {}  tasks {}  distinct keys {}  distinct skeletons {}  distinct bug lines {}",
         args.split.name(),
         tasks.tasks,
-        tasks.distinct_keys,
-        tasks.distinct_skeletons,
-        tasks.distinct_bug_lines
+        tasks.keys.len(),
+        tasks.skeletons.len(),
+        tasks.bug_lines.len()
     );
     let (keys, tier_a, tier_b) = split_keys(args.split);
     if args.split == Split::Train {

@@ -1,7 +1,7 @@
 //! Summary statistics over many episodes (success rate, lengths, end reasons) and over
 //! many tasks (distinct problem keys, tiers, bug operators).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
@@ -91,28 +91,30 @@ impl EpisodeStats {
 }
 
 /// What a set of tasks covers: how many distinct problems, tiers and bug operators.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+/// The distinct sets serialise as their sizes (`distinct_keys`, ...).
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
 pub struct TaskStats {
     /// Tasks seen.
     pub tasks: usize,
     /// Distinct problem keys.
-    pub distinct_keys: usize,
+    #[serde(rename = "distinct_keys", serialize_with = "size")]
+    pub keys: BTreeSet<String>,
     /// Distinct skeletons (keys without the bug and its site).
-    pub distinct_skeletons: usize,
+    #[serde(rename = "distinct_skeletons", serialize_with = "size")]
+    pub skeletons: BTreeSet<String>,
     /// Distinct bug lines (1-based line numbers).
-    pub distinct_bug_lines: usize,
+    #[serde(rename = "distinct_bug_lines", serialize_with = "size")]
+    pub bug_lines: BTreeSet<usize>,
     /// Tasks per tier (`A`, `B`; train tasks have none).
     pub tiers: BTreeMap<String, usize>,
     /// Tasks per bug operator.
     pub bugs: BTreeMap<String, usize>,
     /// Tasks per loop form.
     pub layouts: BTreeMap<String, usize>,
-    #[serde(skip)]
-    keys: std::collections::BTreeSet<String>,
-    #[serde(skip)]
-    skeletons: std::collections::BTreeSet<String>,
-    #[serde(skip)]
-    bug_lines: std::collections::BTreeSet<usize>,
+}
+
+fn size<T, S: serde::Serializer>(set: &BTreeSet<T>, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_u64(set.len() as u64)
 }
 
 impl TaskStats {
@@ -123,9 +125,6 @@ impl TaskStats {
         let skeleton = task.key.split(':').next().unwrap_or_default();
         self.skeletons.insert(skeleton.to_owned());
         self.bug_lines.insert(task.bug_line);
-        self.distinct_keys = self.keys.len();
-        self.distinct_skeletons = self.skeletons.len();
-        self.distinct_bug_lines = self.bug_lines.len();
         if let Some(tier) = task.tier {
             *self.tiers.entry(tier.name().to_owned()).or_default() += 1;
         }

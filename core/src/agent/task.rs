@@ -25,7 +25,7 @@ use super::grammar::{
 use super::interp::{DEFAULT_STEP_LIMIT, Value, run};
 pub use super::key::Split;
 use super::key::{ProblemKey, Tier, catalogue};
-use super::program::parse_program;
+use super::program::{Function, parse_program};
 use crate::rng::RandomStream;
 
 /// The base stream id of task generation (the split index is added).
@@ -114,10 +114,9 @@ fn in_range(rng: &mut RandomStream, range: std::ops::RangeInclusive<i64>) -> i64
     range.start() + i64::from(rng.below(span))
 }
 
-/// Runs `code` on `input`; errors become `None`.
-fn outcome(code: &[String], input: &[i64]) -> Option<Value> {
-    let function = parse_program(code).ok()?;
-    run(&function, input, DEFAULT_STEP_LIMIT).ok()
+/// Runs `function` (`None`: it does not parse) on `input`; errors become `None`.
+fn outcome(function: Option<&Function>, input: &[i64]) -> Option<Value> {
+    run(function?, input, DEFAULT_STEP_LIMIT).ok()
 }
 
 /// Inputs every task tests: around the guard's constant, all negative, single
@@ -256,11 +255,14 @@ fn attempt(rng: &mut RandomStream, split: Split, seed: u64, key: ProblemKey) -> 
             inputs.push(list);
         }
     }
+    // Each program is parsed once, then run on every input.
+    let reference_fn = parse_program(&reference).ok();
+    let buggy_fn = parse_program(&buggy).ok();
     let mut cases = Vec::new();
     let mut failing = Vec::new();
     for input in inputs {
-        let expected = outcome(&reference, &input)?;
-        if outcome(&buggy, &input).as_ref() != Some(&expected) {
+        let expected = outcome(reference_fn.as_ref(), &input)?;
+        if outcome(buggy_fn.as_ref(), &input).as_ref() != Some(&expected) {
             failing.push(cases.len());
         }
         cases.push(TestCase { input, expected });
@@ -427,7 +429,10 @@ mod tests {
         let failing: Vec<_> = task
             .visible_tests
             .iter()
-            .filter(|c| outcome(&task.buggy_code, &c.input).as_ref() != Some(&c.expected))
+            .filter(|c| {
+                let buggy = parse_program(&task.buggy_code).ok();
+                outcome(buggy.as_ref(), &c.input).as_ref() != Some(&c.expected)
+            })
             .map(|c| c.input.clone())
             .collect();
         assert_eq!(failing, vec![vec![-2, -5, -8]]);

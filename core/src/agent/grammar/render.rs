@@ -99,48 +99,42 @@ impl Lines {
 
 /// The mapped element `m(e)` and its buggy variants.
 fn map_expr(map: MapKind, constant: i64, e: &str) -> (String, Vec<(BugKind, String)>) {
-    match map {
-        MapKind::Identity => (e.to_owned(), Vec::new()),
-        MapKind::Add => (
-            format!("{e} + {constant}"),
-            vec![
-                (BugKind::WrongOperator, format!("{e} - {constant}")),
-                (BugKind::ConstantOffByOne, format!("{e} + {}", constant + 1)),
-            ],
-        ),
-        MapKind::Sub => (
-            format!("{e} - {constant}"),
-            vec![
-                (BugKind::WrongOperator, format!("{e} + {constant}")),
-                (BugKind::ConstantOffByOne, format!("{e} - {}", constant + 1)),
-            ],
-        ),
-        MapKind::Mul => (
-            format!("{e} * {constant}"),
-            vec![
-                (BugKind::WrongOperator, format!("{e} + {constant}")),
-                (BugKind::ConstantOffByOne, format!("{e} * {}", constant + 1)),
-            ],
-        ),
-        MapKind::Neg => (
-            format!("-{e}"),
-            vec![(BugKind::WrongOperator, e.to_owned())],
-        ),
-    }
+    let (op, swapped) = match map {
+        MapKind::Identity => return (e.to_owned(), Vec::new()),
+        MapKind::Neg => {
+            return (
+                format!("-{e}"),
+                vec![(BugKind::WrongOperator, e.to_owned())],
+            );
+        }
+        MapKind::Add => ("+", "-"),
+        MapKind::Sub => ("-", "+"),
+        MapKind::Mul => ("*", "+"),
+    };
+    (
+        format!("{e} {op} {constant}"),
+        vec![
+            (BugKind::WrongOperator, format!("{e} {swapped} {constant}")),
+            (
+                BugKind::ConstantOffByOne,
+                format!("{e} {op} {}", constant + 1),
+            ),
+        ],
+    )
 }
 
-/// A line that embeds the mapped element: its text and its map mutations, which take
-/// the line's `role`.
-fn with_map(
-    (mapped, variants): &(String, Vec<(BugKind, String)>),
+/// A line built around an expression with buggy variants (the mapped element, the
+/// guard's condition): its text, and one mutation per variant with the line's `role`.
+fn embed(
+    (expr, variants): &(String, Vec<(BugKind, String)>),
     role: SiteRole,
     line: impl Fn(&str) -> String,
 ) -> (String, Vec<(BugKind, SiteRole, String)>) {
     let mutations = variants
         .iter()
-        .map(|(bug, m)| (*bug, role, line(m)))
+        .map(|(bug, variant)| (*bug, role, line(variant)))
         .collect();
-    (line(mapped), mutations)
+    (line(expr), mutations)
 }
 
 /// `(m)` when `m` is a sum or difference (so a product binds it whole).
@@ -196,17 +190,6 @@ fn guard_condition(kind: GuardKind, c: i64, e: &str) -> (String, Vec<(BugKind, S
             (cmp(op, c), variants)
         }
     }
-}
-
-fn tagged(
-    role: SiteRole,
-    variants: Vec<(BugKind, String)>,
-    line: impl Fn(&str) -> String,
-) -> Vec<(BugKind, SiteRole, String)> {
-    variants
-        .into_iter()
-        .map(|(bug, text)| (bug, role, line(&text)))
-        .collect()
 }
 
 use BugKind::{ConstantOffByOne, OffByOne, WrongComparison, WrongInit, WrongOperator, WrongReturn};
@@ -338,8 +321,7 @@ impl Renderer<'_> {
         let Some(kind) = self.problem.skeleton.guard else {
             return false;
         };
-        let (condition, variants) =
-            guard_condition(kind, self.problem.guard_constant, &self.element);
+        let condition = guard_condition(kind, self.problem.guard_constant, &self.element);
         let negate = self.aggregate() == Aggregate::All;
         let line = |c: &str| {
             if negate {
@@ -348,8 +330,8 @@ impl Renderer<'_> {
                 format!("if {c}:")
             }
         };
-        self.out
-            .with(line(&condition), tagged(R::Guard, variants, line));
+        let (text, mutations) = embed(&condition, R::Guard, line);
+        self.out.with(text, mutations);
         true
     }
 
@@ -358,7 +340,7 @@ impl Renderer<'_> {
         let wrap = |m: &str| {
             if op == "*" { grouped(m) } else { m.to_owned() }
         };
-        let (text, mut mutations) = with_map(&self.mapped, R::Update, |m| {
+        let (text, mut mutations) = embed(&self.mapped, R::Update, |m| {
             format!("{var} = {var} {op} {}", wrap(m))
         });
         mutations.push((
@@ -403,7 +385,7 @@ impl Renderer<'_> {
                         format!("if {m} {flipped} {b}:"),
                     )],
                 );
-                let (text, mutations) = with_map(&self.mapped, R::Update, |m| format!("{b} = {m}"));
+                let (text, mutations) = embed(&self.mapped, R::Update, |m| format!("{b} = {m}"));
                 self.out.with(text, mutations);
                 self.out.plain("end");
             }
@@ -425,7 +407,7 @@ impl Renderer<'_> {
             Aggregate::All => self.out.plain(format!("{b} = false")),
             Aggregate::Select => {
                 let (text, mutations) =
-                    with_map(&self.mapped, R::Update, |m| format!("{b} = {b} + [{m}]"));
+                    embed(&self.mapped, R::Update, |m| format!("{b} = {b} + [{m}]"));
                 self.out.with(text, mutations);
             }
             Aggregate::PrefixSum => {
