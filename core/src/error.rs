@@ -138,6 +138,24 @@ pub mod check {
         }
     }
 
+    /// How far a distribution's sum may be from 1.
+    pub const SUM_TOLERANCE: f64 = 1e-6;
+
+    /// `probs` is a non-empty probability vector summing to 1 within
+    /// [`SUM_TOLERANCE`]; the error names the entry or the whole field.
+    pub fn distribution(field: &str, probs: &[f64]) -> Result<()> {
+        non_empty(field, probs)?;
+        all_probabilities(field, probs)?;
+        let total: f64 = probs.iter().sum();
+        if (total - 1.0).abs() > SUM_TOLERANCE {
+            return Err(FieldError::new(
+                field,
+                format!("must sum to 1, sums to {total}"),
+            ));
+        }
+        Ok(())
+    }
+
     /// `values` is not empty.
     pub fn non_empty<T>(field: &str, values: &[T]) -> Result<()> {
         if values.is_empty() {

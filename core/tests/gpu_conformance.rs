@@ -8,6 +8,9 @@
 //!   integer counts, so the integer results (groups drawn, capped runs) are identical
 //!   and the estimates agree to `f64` rounding (relative `1e-12`): only the order in
 //!   which the host adds the `f64` terms differs from the CPU's.
+//! - KL estimators: the same draws, but the kernel sums the per-action values in `f32`
+//!   (compensated): each estimate within `1e-5` of the largest `|k(a)|`, and the sign of
+//!   each k1 estimate the same unless it lies that close to 0.
 //! - Policy lag: identical for `fixed` durations on exactly representable times; with
 //!   random durations event times are `f32` on the GPU, so most replicates agree
 //!   exactly and the pooled kept fraction agrees within Monte Carlo error.

@@ -98,6 +98,14 @@ pub const IMPORTANCE_MC: Kernel = Kernel {
     bindings: &[Uniform, ReadOnly, ReadWrite],
 };
 
+/// KL estimator Monte Carlo: sums of k1, k2, k3 per replicate.
+pub const KL_MC: Kernel = Kernel {
+    name: "kl_mc",
+    source: sampling_source!("kl_mc.wgsl"),
+    entry_points: &["kl_mc"],
+    bindings: &[Uniform, ReadOnly, ReadOnly, ReadWrite],
+};
+
 /// Dynamic sampling until enough mixed groups: groups drawn per replicate.
 pub const MIXED_GROUP: Kernel = Kernel {
     name: "mixed_group",
@@ -150,6 +158,7 @@ pub const KERNELS: &[Kernel] = &[
     RNG_STREAM,
     BANDIT_MC,
     IMPORTANCE_MC,
+    KL_MC,
     MIXED_GROUP,
     LAG_SIM,
     CLIP_SURROGATE,

@@ -60,6 +60,21 @@ pub fn example(name: &str) -> Option<Value> {
             "teacher_probs": [0.05, 0.4, 0.05, 0.05, 0.4, 0.05],
             "student_probs": [0.1, 0.2, 0.4, 0.2, 0.05, 0.05]
         }),
+        // Six responses; the rare best one (reward 1) gains most as beta falls.
+        "kl-regularized-optimum" => json!({
+            "reference": [0.3, 0.25, 0.2, 0.12, 0.08, 0.05],
+            "rewards": [0.1, 0.3, 0.2, 0.9, 0.5, 1.0], "beta": 0.2
+        }),
+        // One pair at the start of training, and the policy DPO reaches from 2000 pairs.
+        "dpo" => json!({
+            "reference": [0.3, 0.25, 0.2, 0.12, 0.08, 0.05], "beta": 0.2,
+            "pairs": [[5, 0]], "rewards": [0.1, 0.3, 0.2, 0.9, 0.5, 1.0],
+            "fit": { "pairs": 2000, "seed": 7 }
+        }),
+        "kl-estimators" => json!({
+            "policy": [0.5, 0.3, 0.2], "reference": [0.2, 0.3, 0.5],
+            "samples": 16, "replicates": 1000, "seed": 7
+        }),
         _ => return None,
     };
     Some(value)

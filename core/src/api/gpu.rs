@@ -12,8 +12,8 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::{
-    Entry, bandit_gradient, clip_surrogate, group_advantages, importance_sampling, lag_filter,
-    mixed_group, parse_request, policy_loss,
+    Entry, bandit_gradient, clip_surrogate, group_advantages, importance_sampling, kl_estimators,
+    lag_filter, mixed_group, parse_request, policy_loss,
 };
 use crate::error::{FieldError, Result};
 use crate::gpu::{self, GpuContext, GpuError};
@@ -98,6 +98,23 @@ async fn importance(request: Value, ctx: &GpuContext) -> Attempt {
     }
 }
 
+async fn kl(request: Value, ctx: &GpuContext) -> Attempt {
+    let request: kl_estimators::Request = parse_request(request)?;
+    let plan = kl_estimators::plan(&request)?;
+    match gpu::kl_estimation::sample_replicates(
+        ctx,
+        &plan.problem,
+        plan.samples,
+        plan.replicates,
+        plan.seed,
+    )
+    .await
+    {
+        Ok(estimates) => to_value(&kl_estimators::respond(&plan, &estimates)).map(Ok),
+        Err(e) => Ok(Err(e)),
+    }
+}
+
 async fn clip(request: Value, ctx: &GpuContext) -> Attempt {
     let request: clip_surrogate::Request = parse_request(request)?;
     let plan = clip_surrogate::plan(&request)?;
@@ -174,6 +191,7 @@ pub async fn compute_async(name: &str, request: Value, ctx: &GpuContext) -> Resu
         policy_loss::PolicyLossEntry::NAME => loss(request.clone(), ctx).await?,
         mixed_group::MixedGroup::NAME => mixed(request.clone(), ctx).await?,
         lag_filter::LagFilter::NAME => lag(request.clone(), ctx).await?,
+        kl_estimators::KlEstimators::NAME => kl(request.clone(), ctx).await?,
         _ => {
             return Ok(Computed {
                 response: super::compute(name, request)?,

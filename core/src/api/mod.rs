@@ -27,6 +27,7 @@ pub mod bandit_gradient;
 pub mod binomial_se;
 pub mod clip_surrogate;
 pub mod distill;
+pub mod dpo;
 pub mod gae;
 #[cfg(feature = "gpu")]
 pub mod gpu;
@@ -42,10 +43,13 @@ pub const GPU_ENTRIES: &[&str] = &[
     policy_loss::PolicyLossEntry::NAME,
     mixed_group::MixedGroup::NAME,
     lag_filter::LagFilter::NAME,
+    kl_estimators::KlEstimators::NAME,
 ];
 pub mod group_advantages;
 pub mod importance_sampling;
 pub mod kl;
+pub mod kl_estimators;
+pub mod kl_regularized_optimum;
 pub mod lag_filter;
 pub mod mixed_group;
 pub mod pass_at_k;
@@ -114,6 +118,9 @@ registry! {
     rollout_budget::RolloutBudget,
     lag_filter::LagFilter,
     distill::Distill,
+    kl_regularized_optimum::KlRegularizedOptimum,
+    dpo::Dpo,
+    kl_estimators::KlEstimators,
 }
 
 fn unknown_name(name: &str) -> FieldError {

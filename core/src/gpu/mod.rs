@@ -39,6 +39,7 @@ pub mod advantage;
 pub mod bandit;
 pub mod clip;
 pub mod importance;
+pub mod kl_estimation;
 pub mod lag;
 pub mod policy_loss;
 pub mod rng;

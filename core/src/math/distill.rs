@@ -36,15 +36,7 @@ pub fn log_probs_from_logits(field: &str, logits: &[f64]) -> Result<Vec<f64>> {
 /// Log-probabilities (`-inf` for zeros) of a distribution given as probabilities that
 /// sum to 1 within `1e-6` (field `field`).
 pub fn log_probs_from_probs(field: &str, probs: &[f64]) -> Result<Vec<f64>> {
-    check::non_empty(field, probs)?;
-    check::all_probabilities(field, probs)?;
-    let total: f64 = probs.iter().sum();
-    if (total - 1.0).abs() > 1e-6 {
-        return Err(FieldError::new(
-            field,
-            format!("must sum to 1, sums to {total}"),
-        ));
-    }
+    check::distribution(field, probs)?;
     Ok(probs.iter().map(|p| p.ln()).collect())
 }
 

@@ -21,22 +21,8 @@
 use crate::error::{FieldError, Result, check};
 use crate::rng::RandomStream;
 
-const SUM_TOLERANCE: f64 = 1e-6;
 /// Largest weight and largest |value| accepted, so squares stay far from overflow.
 pub const MAX_MAGNITUDE: f64 = 1e12;
-
-fn check_distribution(field: &str, probs: &[f64]) -> Result<()> {
-    check::non_empty(field, probs)?;
-    check::all_probabilities(field, probs)?;
-    let total: f64 = probs.iter().sum();
-    if (total - 1.0).abs() > SUM_TOLERANCE {
-        return Err(FieldError::new(
-            field,
-            format!("must sum to 1, sums to {total}"),
-        ));
-    }
-    Ok(())
-}
 
 /// A validated importance-sampling problem over `K` discrete actions.
 #[derive(Debug, Clone, PartialEq)]
@@ -52,9 +38,9 @@ pub struct Problem {
 impl Problem {
     /// Checks shapes, probabilities and support (fields `mu`, `pi`, `values`).
     pub fn new(mu: Vec<f64>, pi: Vec<f64>, values: Vec<f64>) -> Result<Self> {
-        check_distribution("mu", &mu)?;
+        check::distribution("mu", &mu)?;
         check::same_len("pi", pi.len(), "mu", mu.len())?;
-        check_distribution("pi", &pi)?;
+        check::distribution("pi", &pi)?;
         check::same_len("values", values.len(), "mu", mu.len())?;
         for (a, &v) in values.iter().enumerate() {
             check::in_range(&format!("values[{a}]"), v, -MAX_MAGNITUDE, MAX_MAGNITUDE)?;

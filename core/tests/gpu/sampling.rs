@@ -3,6 +3,7 @@
 use arlbook_core::gpu;
 use arlbook_core::math::bandit::{self, Baseline, TwoArmed};
 use arlbook_core::math::importance::{self, Problem};
+use arlbook_core::math::kl_estimation;
 use arlbook_core::math::lag::{self, DurationDistribution, LagConfig, LagReport};
 use arlbook_core::math::sampling;
 
@@ -105,6 +106,61 @@ fn importance_replicates_match_cpu() {
                     c.self_normalized,
                 );
                 assert_same_estimate(&format!("{what} ess"), g.ess, c.ess);
+            }
+        }
+    }
+}
+
+/// The KL kernel sums `f32` values: each estimate within `1e-5` of the largest `|k(a)|`
+/// (the per-action values rounded to `f32`, then a compensated sum), and the sign of
+/// every k1 estimate the same unless it lies that close to 0.
+#[test]
+fn kl_estimator_replicates_match_cpu() {
+    let Some(ctx) = context() else { return };
+    let mut inputs = Inputs::new(2);
+    for actions in [1usize, 2, 3, 8, 40, 1000] {
+        let mut draw = |zero: Option<usize>| {
+            let mut p: Vec<f64> = (0..actions).map(|_| inputs.uniform(0.01, 1.0)).collect();
+            if let Some(i) = zero.filter(|&i| i < actions && actions > 2) {
+                p[i] = 0.0;
+            }
+            let total: f64 = p.iter().sum();
+            p.iter().map(|x| x / total).collect::<Vec<f64>>()
+        };
+        // The policy never takes action 1 (so k3 is biased), the reference takes all.
+        let policy = draw(Some(1));
+        let reference = draw(None);
+        let problem = kl_estimation::Problem::new(&policy, &reference).unwrap();
+        let scale = problem
+            .values
+            .iter()
+            .flatten()
+            .fold(0.0f64, |m, v| m.max(v.abs()));
+        for samples in [1usize, 16, 500] {
+            let cpu = kl_estimation::sample_replicates(&problem, samples, 300, 9).unwrap();
+            let gpu = gpu::block_on(gpu::kl_estimation::sample_replicates(
+                ctx, &problem, samples, 300, 9,
+            ))
+            .unwrap();
+            assert_eq!(gpu.len(), cpu.len());
+            let tolerance = 1e-5 * scale + 1e-12;
+            for (r, (g, c)) in gpu.iter().zip(&cpu).enumerate() {
+                for i in 0..3 {
+                    assert!(
+                        (g[i] - c[i]).abs() <= tolerance,
+                        "K={actions} N={samples} replicate {r} k{}: gpu {} vs cpu {}",
+                        i + 1,
+                        g[i],
+                        c[i]
+                    );
+                }
+                if c[0].abs() > tolerance {
+                    assert_eq!(
+                        g[0] < 0.0,
+                        c[0] < 0.0,
+                        "K={actions} N={samples} replicate {r}"
+                    );
+                }
             }
         }
     }

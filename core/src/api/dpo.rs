@@ -1,0 +1,270 @@
+//! `dpo`: the DPO loss of preference pairs over a categorical policy, its implicit
+//! rewards and its gradient with respect to the policy's logits, and optionally the
+//! policy DPO converges to under Bradley-Terry preferences (see [`crate::math::dpo`]).
+
+use serde::{Deserialize, Serialize};
+
+use super::{Entry, check_draws};
+use crate::error::{FieldError, Result, check};
+use crate::math::distill::kl_from_log_probs;
+use crate::math::dpo::{self, PairSource, Setup};
+use crate::math::kl_regularized::Problem;
+
+/// Request of `dpo`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Request {
+    /// `pi_ref(y)` over `K` responses (2 to 64); sums to 1, every entry `> 0`.
+    pub reference: Vec<f64>,
+    /// `pi(y)`, the policy being trained; sums to 1, every entry `> 0`. Default: the
+    /// reference (the start of training).
+    #[serde(default)]
+    pub policy: Option<Vec<f64>>,
+    /// The KL coefficient `beta > 0` (TRL `beta`).
+    pub beta: f64,
+    /// Preference pairs `[chosen, rejected]` as response indices. Default none (then
+    /// `fit` is required).
+    #[serde(default)]
+    pub pairs: Vec<[usize; 2]>,
+    /// Label smoothing `eps` in `[0, 0.5)` (TRL `label_smoothing`, conservative DPO).
+    /// Default 0.
+    #[serde(default)]
+    pub label_smoothing: f64,
+    /// True rewards `r(y)` behind the preferences; required with `fit`.
+    #[serde(default)]
+    pub rewards: Option<Vec<f64>>,
+    /// Fit the policy to Bradley-Terry preferences drawn from `rewards`, starting from
+    /// the reference.
+    #[serde(default)]
+    pub fit: Option<FitRequest>,
+}
+
+/// How to fit.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FitRequest {
+    /// Preference pairs to sample from `pi_ref x pi_ref` (at most 16 666 666). Default:
+    /// none sampled, the expected loss over every pair (infinitely many pairs).
+    #[serde(default)]
+    pub pairs: Option<usize>,
+    /// Seed of the sampled pairs (stream 0). Default 0.
+    #[serde(default)]
+    pub seed: u64,
+    /// Most Newton steps, 1 to 1000. Default 100.
+    #[serde(default = "default_max_iterations")]
+    pub max_iterations: usize,
+}
+
+fn default_max_iterations() -> usize {
+    100
+}
+
+/// One pair of the batch.
+#[derive(Debug, Clone, Serialize)]
+pub struct Pair {
+    /// `beta log(pi(w) / pi_ref(w))` (TRL `chosen_rewards`).
+    pub chosen_reward: f64,
+    /// `beta log(pi(l) / pi_ref(l))` (TRL `rejected_rewards`).
+    pub rejected_reward: f64,
+    /// Their difference, the argument of the sigmoid.
+    pub margin: f64,
+    /// The pair's loss.
+    pub loss: f64,
+}
+
+/// The loss of the given pairs.
+#[derive(Debug, Clone, Serialize)]
+pub struct Batch {
+    /// Mean loss over the pairs.
+    pub loss: f64,
+    /// Share of pairs whose chosen reward is larger (TRL `rewards/accuracies`).
+    pub reward_accuracy: f64,
+    /// `d (mean loss) / d logits` of the policy, one per response.
+    pub gradient: Vec<f64>,
+    /// Each pair.
+    pub pairs: Vec<Pair>,
+}
+
+/// The fitted policy.
+#[derive(Debug, Clone, Serialize)]
+pub struct FitResponse {
+    /// The fitted `pi(y)`.
+    pub policy: Vec<f64>,
+    /// `beta log(pi(y) / pi_ref(y))` at the fit.
+    pub implicit_rewards: Vec<f64>,
+    /// The loss at the fit (expected, or over the sampled pairs).
+    pub loss: f64,
+    /// The loss at the reference.
+    pub initial_loss: f64,
+    /// Newton steps taken.
+    pub iterations: usize,
+    /// Largest `|d loss / d logits|` at the fit.
+    pub gradient_norm: f64,
+    /// Whether the Newton steps shrank below `1e-12` (relative) within `max_iterations`;
+    /// false when the pairs are separable and the loss only approaches 0.
+    pub converged: bool,
+    /// Pairs of two distinct responses used (absent for the expected loss).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pairs_used: Option<usize>,
+    /// The KL-regularised optimum `pi_ref exp(r / beta) / Z` of the same rewards and beta.
+    pub optimum: Vec<f64>,
+    /// `KL(fit || optimum)`, nats.
+    pub kl_to_optimum: f64,
+}
+
+/// Response of `dpo`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Response {
+    /// `beta log(pi(y) / pi_ref(y))` of the request's policy, per response.
+    pub implicit_rewards: Vec<f64>,
+    /// The loss of `pairs` (absent when none were given).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub batch: Option<Batch>,
+    /// The fit (absent without `fit`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fit: Option<FitResponse>,
+}
+
+/// The `dpo` entry.
+pub struct Dpo;
+
+fn fit(setup: &Setup, rewards: &[f64], request: &FitRequest, beta: f64) -> Result<FitResponse> {
+    check::count("fit.max_iterations", request.max_iterations, 1, 1000)?;
+    let source = match request.pairs {
+        Some(pairs) => {
+            check::count("fit.pairs", pairs, 1, usize::MAX)?;
+            check_draws("fit.pairs", (pairs as u64).saturating_mul(3))?;
+            PairSource::Sampled {
+                pairs,
+                seed: request.seed,
+            }
+        }
+        None => PairSource::Expected,
+    };
+    let reference: Vec<f64> = setup.log_reference.iter().map(|l| l.exp()).collect();
+    let optimum = Problem::new(&reference, rewards)?.optimum(beta, "beta")?;
+    let fitted = dpo::fit(setup, rewards, source, request.max_iterations)?;
+    let log = |p: &[f64]| p.iter().map(|x| x.ln()).collect::<Vec<f64>>();
+    let kl_to_optimum = kl_from_log_probs(&log(&fitted.policy), &log(&optimum.policy), "optimum")?;
+    Ok(FitResponse {
+        implicit_rewards: fitted.implicit_rewards,
+        loss: fitted.loss,
+        initial_loss: fitted.initial_loss,
+        iterations: fitted.iterations,
+        gradient_norm: fitted.gradient_norm,
+        converged: fitted.converged,
+        pairs_used: fitted.pairs_used,
+        optimum: optimum.policy,
+        kl_to_optimum,
+        policy: fitted.policy,
+    })
+}
+
+impl Entry for Dpo {
+    const NAME: &'static str = "dpo";
+    const SUMMARY: &'static str = "DPO sigmoid loss, implicit rewards and logit gradient of preference pairs; the fitted policy under Bradley-Terry preferences";
+    type Request = Request;
+    type Response = Response;
+
+    fn compute(request: &Request) -> Result<Response> {
+        let policy = request.policy.as_ref().unwrap_or(&request.reference);
+        let setup = Setup::new(
+            &request.reference,
+            policy,
+            request.beta,
+            request.label_smoothing,
+        )?;
+        if request.pairs.is_empty() && request.fit.is_none() {
+            return Err(FieldError::new(
+                "pairs",
+                "give preference pairs, or `fit` with `rewards` to fit a policy",
+            ));
+        }
+        let batch = if request.pairs.is_empty() {
+            None
+        } else {
+            let out = setup.batch_loss(&request.pairs)?;
+            Some(Batch {
+                loss: out.loss,
+                reward_accuracy: out.reward_accuracy,
+                gradient: out.gradient,
+                pairs: out
+                    .pairs
+                    .iter()
+                    .map(|p| Pair {
+                        chosen_reward: p.chosen_reward,
+                        rejected_reward: p.rejected_reward,
+                        margin: p.margin,
+                        loss: p.loss,
+                    })
+                    .collect(),
+            })
+        };
+        let fit = match &request.fit {
+            None => None,
+            Some(fit_request) => {
+                let rewards = request.rewards.as_ref().ok_or_else(|| {
+                    FieldError::new(
+                        "rewards",
+                        "is required with `fit`: the preferences come from it",
+                    )
+                })?;
+                Some(fit(&setup, rewards, fit_request, request.beta)?)
+            }
+        };
+        Ok(Response {
+            implicit_rewards: setup.implicit_rewards(),
+            batch,
+            fit,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::api::compute;
+    use serde_json::json;
+
+    #[test]
+    fn a_batch_at_the_reference_costs_log_two_per_pair() {
+        let out = compute(
+            "dpo",
+            json!({"reference": [0.2, 0.3, 0.5], "beta": 0.1, "pairs": [[0, 1], [2, 1]]}),
+        )
+        .unwrap();
+        assert!((out["batch"]["loss"].as_f64().unwrap() - 2f64.ln()).abs() < 1e-15);
+        assert_eq!(out["implicit_rewards"], json!([0.0, 0.0, 0.0]));
+        assert!(out.get("fit").is_none());
+    }
+
+    #[test]
+    fn the_expected_fit_lands_on_the_optimum() {
+        let out = compute(
+            "dpo",
+            json!({"reference": [0.5, 0.3, 0.2], "beta": 0.5, "rewards": [0.0, 0.5, 1.0], "fit": {}}),
+        )
+        .unwrap();
+        let fit = &out["fit"];
+        assert_eq!(fit["converged"], json!(true));
+        assert!(fit["kl_to_optimum"].as_f64().unwrap() < 1e-16);
+        assert!(fit.get("pairs_used").is_none());
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        let err = compute("dpo", json!({"reference": [0.5, 0.5], "beta": 0.1})).unwrap_err();
+        assert_eq!(err.field, "pairs");
+        let err = compute(
+            "dpo",
+            json!({"reference": [0.5, 0.5], "beta": 0.1, "fit": {}}),
+        )
+        .unwrap_err();
+        assert_eq!(err.field, "rewards");
+        let err = compute(
+            "dpo",
+            json!({"reference": [0.5, 0.5], "beta": 0.1, "rewards": [0, 1], "fit": {"pairs": 100_000_000}}),
+        )
+        .unwrap_err();
+        assert_eq!(err.field, "fit.pairs");
+    }
+}
