@@ -10,6 +10,7 @@ pub mod agents;
 pub mod distillation;
 pub mod evaluation;
 pub mod grpo;
+pub mod kl_objective;
 pub mod lag;
 pub mod ledger;
 pub mod live;
@@ -51,6 +52,7 @@ pub struct Chapter {
 pub const CHAPTERS: &[Chapter] = &[
     agents::CHAPTER,
     ledger::CHAPTER,
+    kl_objective::CHAPTER,
     policy_gradient::CHAPTER,
     off_policy::CHAPTER,
     ppo::CHAPTER,
@@ -74,6 +76,9 @@ macro_rules! figures {
 figures! {
     agents::episode::Episode,
     ledger::token_ledger::TokenLedger,
+    kl_objective::optimum::Optimum,
+    kl_objective::dpo::Dpo,
+    kl_objective::estimators::Estimators,
     policy_gradient::bandit::Bandit,
     off_policy::importance::Importance,
     ppo::clip::Clip,

@@ -176,6 +176,29 @@ fn article_numbers(checks: &mut Checks) {
                 ("rollout-budget-demo-attempts", 4_000.0),
             ],
         ),
+        // Closed forms computed outside the project (Python's math module):
+        // pi* = pi_ref exp(r / beta) / Z on the chapter's six responses, and the KL
+        // between the estimator figure's two softmax policies.
+        (
+            "/embed/kl-optimum?beta=0.5&best=1",
+            &[
+                ("kl-optimum-reward", 0.560_795_013_232_682),
+                ("kl-optimum-kl", 0.232_387_483_533_734),
+                ("kl-optimum-objective", 0.444_601_271_465_815),
+                ("kl-optimum-p-best", 0.151_838_956_503_668_6),
+            ],
+        ),
+        (
+            "/embed/dpo?beta=0.2",
+            &[
+                ("dpo-p-best-optimum", 0.347_474_016_251_283_3),
+                ("dpo-kl-expected", 0.0),
+            ],
+        ),
+        (
+            "/embed/kl-estimators?shift=2",
+            &[("kl-estimators-true", 1.135_504_217_648_921_6)],
+        ),
         (
             "/embed/clip?eps_low=0.2&eps_high=0.28&p_old=0.01",
             &[("clip-ratio-high", 1.28), ("clip-increment", 0.0028)],

@@ -55,7 +55,9 @@ pub const CHAPTER: Chapter = Chapter {
         ),
         Block::Text(
             "KL, entropy and length: the KL to the reference should grow slowly, not \
-             jump (the recorded run has no KL penalty and logs 0); entropy that collapses toward 0 means the policy stopped exploring, \
+             jump (the recorded run has no KL penalty and logs 0; the chapter on the \
+             KL-regularised objective shows what the trainer's k1, k2 and k3 settings \
+             estimate); entropy that collapses toward 0 means the policy stopped exploring, \
              and a generated length that runs to the token limit often means the model \
              found a way to ramble rather than to solve.",
         ),
