@@ -38,6 +38,9 @@ use crate::rng::RandomStream;
 
 /// Most responses a DPO request may have (the fit solves a `K x K` system per step).
 pub const MAX_RESPONSES: usize = 64;
+/// `beta` lies in `[1 / MAX_SCALE, MAX_SCALE]` and every reward within `±MAX_SCALE`, so
+/// margins, gradients and Newton's curvature (`beta^2`) stay inside `f64`.
+pub const MAX_SCALE: f64 = 1e6;
 
 /// `log sigmoid(x)`, stable for large `|x|`.
 pub fn log_sigmoid(x: f64) -> f64 {
@@ -116,12 +119,13 @@ fn strictly_positive_distribution(field: &str, probs: &[f64]) -> Result<Vec<f64>
 
 impl Setup {
     /// Checks `reference` and `policy` (distributions over the same `K <= 64`
-    /// responses, every entry positive), `beta > 0` and `label_smoothing` in `[0, 0.5)`.
+    /// responses, every entry positive), `beta` in `[1e-6, 1e6]` and `label_smoothing` in
+    /// `[0, 0.5)`.
     pub fn new(reference: &[f64], policy: &[f64], beta: f64, label_smoothing: f64) -> Result<Self> {
         let log_reference = strictly_positive_distribution("reference", reference)?;
         check::same_len("policy", policy.len(), "reference", reference.len())?;
         let log_policy = strictly_positive_distribution("policy", policy)?;
-        check::positive("beta", beta)?;
+        check::in_range("beta", beta, 1.0 / MAX_SCALE, MAX_SCALE)?;
         if !(0.0..0.5).contains(&label_smoothing) {
             return Err(FieldError::new(
                 "label_smoothing",
@@ -373,7 +377,9 @@ pub fn fit(
 ) -> Result<Fit> {
     let k = setup.responses();
     check::same_len("rewards", rewards.len(), "reference", k)?;
-    check::all_finite("rewards", rewards)?;
+    for (i, &r) in rewards.iter().enumerate() {
+        check::in_range(&format!("rewards[{i}]"), r, -MAX_SCALE, MAX_SCALE)?;
+    }
     let (weights, pairs_used) = pair_weights(&setup.log_reference, rewards, source);
     let (beta, smoothing) = (setup.beta, setup.label_smoothing);
     let mut d = vec![0.0; k];

@@ -29,6 +29,10 @@ use crate::rng::RandomStream;
 
 /// Most actions a request may have.
 pub const MAX_ACTIONS: usize = 4096;
+/// Largest `|k|` at any action: `k3` grows like `pi_ref / pi`, so a policy that gives an
+/// action less than `1e-12` of the reference's probability is refused (its `k3` and the
+/// variances would leave `f64`, and the GPU's `f32`).
+pub const MAX_VALUE: f64 = 1e12;
 
 /// The three estimators, in the order of every `[f64; 3]` of this module.
 pub const ESTIMATORS: [KlEstimator; 3] = [KlEstimator::K1, KlEstimator::K2, KlEstimator::K3];
@@ -81,7 +85,20 @@ impl Problem {
                     [0.0; 3]
                 }
             })
-            .collect();
+            .collect::<Vec<[f64; 3]>>();
+        if let Some(a) = values
+            .iter()
+            .position(|v| v.iter().any(|x| !(x.abs() <= MAX_VALUE)))
+        {
+            return Err(FieldError::new(
+                format!("policy[{a}]"),
+                format!(
+                    "is {} against reference[{a}] = {}: the ratio is so extreme that the KL \
+                     estimates there exceed {MAX_VALUE}",
+                    policy[a], reference[a]
+                ),
+            ));
+        }
         let mut running = 0.0f32;
         let cumulative = policy
             .iter()

@@ -32,6 +32,8 @@ use crate::math::distill::{kl_from_log_probs, log_probs_from_probs, log_softmax}
 
 /// Largest `|r| / beta` accepted, so `exp` stays far inside `f64` after the shift.
 pub const MAX_SCALED_REWARD: f64 = 1e6;
+/// Largest `|r|` and largest `beta` accepted, so `beta KL` and every sum stay finite.
+pub const MAX_MAGNITUDE: f64 = 1e12;
 
 /// A validated problem: the reference policy and one reward per response.
 #[derive(Debug, Clone, PartialEq)]
@@ -61,11 +63,13 @@ pub struct Optimum {
 
 impl Problem {
     /// Checks the reference (field `reference`, a distribution) and the rewards (field
-    /// `rewards`, finite, one per response).
+    /// `rewards`, one per response, each within `±`[`MAX_MAGNITUDE`]).
     pub fn new(reference: &[f64], rewards: &[f64]) -> Result<Self> {
         let log_reference = log_probs_from_probs("reference", reference)?;
         check::same_len("rewards", rewards.len(), "reference", reference.len())?;
-        check::all_finite("rewards", rewards)?;
+        for (i, &r) in rewards.iter().enumerate() {
+            check::in_range(&format!("rewards[{i}]"), r, -MAX_MAGNITUDE, MAX_MAGNITUDE)?;
+        }
         Ok(Self {
             log_reference,
             rewards: rewards.to_vec(),
@@ -99,6 +103,12 @@ impl Problem {
     /// `log pi*` at `beta` (field `field` for a bad `beta`).
     pub fn log_optimum(&self, beta: f64, field: &str) -> Result<Vec<f64>> {
         check::positive(field, beta)?;
+        if beta > MAX_MAGNITUDE {
+            return Err(FieldError::new(
+                field,
+                format!("must be at most {MAX_MAGNITUDE}, got {beta}"),
+            ));
+        }
         let largest = self.rewards.iter().fold(0.0_f64, |m, r| m.max(r.abs()));
         if largest / beta > MAX_SCALED_REWARD {
             return Err(FieldError::new(
@@ -144,10 +154,17 @@ impl Problem {
     }
 
     /// The optimum at `points` values of `beta` spaced evenly in `log beta` from
-    /// `beta_min` to `beta_max` (fields `frontier.beta_min`, `frontier.beta_max`).
+    /// `beta_min` to `beta_max` (fields `frontier.beta_min`, `frontier.beta_max`; each at
+    /// most [`MAX_MAGNITUDE`]).
     pub fn frontier(&self, beta_min: f64, beta_max: f64, points: usize) -> Result<Vec<Optimum>> {
         check::positive("frontier.beta_min", beta_min)?;
         check::positive("frontier.beta_max", beta_max)?;
+        if beta_max > MAX_MAGNITUDE {
+            return Err(FieldError::new(
+                "frontier.beta_max",
+                format!("must be at most {MAX_MAGNITUDE}, got {beta_max}"),
+            ));
+        }
         if beta_max < beta_min {
             return Err(FieldError::new(
                 "frontier.beta_max",
