@@ -88,7 +88,7 @@ impl Problem {
             .collect::<Vec<[f64; 3]>>();
         if let Some(a) = values
             .iter()
-            .position(|v| v.iter().any(|x| !(x.abs() <= MAX_VALUE)))
+            .position(|v| v.iter().any(|x| !x.is_finite() || x.abs() > MAX_VALUE))
         {
             return Err(FieldError::new(
                 format!("policy[{a}]"),
