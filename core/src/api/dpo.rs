@@ -59,53 +59,15 @@ fn default_max_iterations() -> usize {
     100
 }
 
-/// One pair of the batch.
-#[derive(Debug, Clone, Serialize)]
-pub struct Pair {
-    /// `beta log(pi(w) / pi_ref(w))` (TRL `chosen_rewards`).
-    pub chosen_reward: f64,
-    /// `beta log(pi(l) / pi_ref(l))` (TRL `rejected_rewards`).
-    pub rejected_reward: f64,
-    /// Their difference, the argument of the sigmoid.
-    pub margin: f64,
-    /// The pair's loss.
-    pub loss: f64,
-}
-
-/// The loss of the given pairs.
-#[derive(Debug, Clone, Serialize)]
-pub struct Batch {
-    /// Mean loss over the pairs.
-    pub loss: f64,
-    /// Share of pairs whose chosen reward is larger (TRL `rewards/accuracies`).
-    pub reward_accuracy: f64,
-    /// `d (mean loss) / d logits` of the policy, one per response.
-    pub gradient: Vec<f64>,
-    /// Each pair.
-    pub pairs: Vec<Pair>,
-}
-
-/// The fitted policy.
+/// The fitted policy, and the optimum it should reach.
 #[derive(Debug, Clone, Serialize)]
 pub struct FitResponse {
-    /// The fitted `pi(y)`.
-    pub policy: Vec<f64>,
-    /// `beta log(pi(y) / pi_ref(y))` at the fit.
-    pub implicit_rewards: Vec<f64>,
-    /// The loss at the fit (expected, or over the sampled pairs).
-    pub loss: f64,
-    /// The loss at the reference.
-    pub initial_loss: f64,
-    /// Newton steps taken.
-    pub iterations: usize,
-    /// Largest `|d loss / d logits|` at the fit.
-    pub gradient_norm: f64,
-    /// Whether the Newton steps shrank below `1e-12` (relative) within `max_iterations`;
-    /// false when the pairs are separable and the loss only approaches 0.
-    pub converged: bool,
-    /// Pairs of two distinct responses used (absent for the expected loss).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub pairs_used: Option<usize>,
+    /// The fit: `policy`, `implicit_rewards` (`beta log(pi / pi_ref)`), `loss`,
+    /// `initial_loss`, `iterations`, `gradient_norm`, `converged` (false when the pairs
+    /// are separable and the loss only approaches 0) and `pairs_used` (absent for the
+    /// expected loss). See [`dpo::Fit`].
+    #[serde(flatten)]
+    pub fit: dpo::Fit,
     /// The KL-regularised optimum `pi_ref exp(r / beta) / Z` of the same rewards and beta.
     pub optimum: Vec<f64>,
     /// `KL(fit || optimum)`, nats.
@@ -117,9 +79,12 @@ pub struct FitResponse {
 pub struct Response {
     /// `beta log(pi(y) / pi_ref(y))` of the request's policy, per response.
     pub implicit_rewards: Vec<f64>,
-    /// The loss of `pairs` (absent when none were given).
+    /// The loss of `pairs` (absent when none were given): `loss` (their mean),
+    /// `reward_accuracy` (TRL `rewards/accuracies`), `gradient` (`d loss / d logits`) and
+    /// `pairs` (`chosen_reward`, `rejected_reward`, `margin`, `loss` each). See
+    /// [`dpo::BatchLoss`].
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub batch: Option<Batch>,
+    pub batch: Option<dpo::BatchLoss>,
     /// The fit (absent without `fit`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fit: Option<FitResponse>,
@@ -147,16 +112,9 @@ fn fit(setup: &Setup, rewards: &[f64], request: &FitRequest, beta: f64) -> Resul
     let log = |p: &[f64]| p.iter().map(|x| x.ln()).collect::<Vec<f64>>();
     let kl_to_optimum = kl_from_log_probs(&log(&fitted.policy), &log(&optimum.policy), "optimum")?;
     Ok(FitResponse {
-        implicit_rewards: fitted.implicit_rewards,
-        loss: fitted.loss,
-        initial_loss: fitted.initial_loss,
-        iterations: fitted.iterations,
-        gradient_norm: fitted.gradient_norm,
-        converged: fitted.converged,
-        pairs_used: fitted.pairs_used,
+        fit: fitted,
         optimum: optimum.policy,
         kl_to_optimum,
-        policy: fitted.policy,
     })
 }
 
@@ -183,22 +141,7 @@ impl Entry for Dpo {
         let batch = if request.pairs.is_empty() {
             None
         } else {
-            let out = setup.batch_loss(&request.pairs)?;
-            Some(Batch {
-                loss: out.loss,
-                reward_accuracy: out.reward_accuracy,
-                gradient: out.gradient,
-                pairs: out
-                    .pairs
-                    .iter()
-                    .map(|p| Pair {
-                        chosen_reward: p.chosen_reward,
-                        rejected_reward: p.rejected_reward,
-                        margin: p.margin,
-                        loss: p.loss,
-                    })
-                    .collect(),
-            })
+            Some(setup.batch_loss(&request.pairs)?)
         };
         let fit = match &request.fit {
             None => None,

@@ -32,6 +32,8 @@
 //! Responses that never appear in a pair are not identified by the loss; they keep
 //! their reference log-ratio relative to the others' mean.
 
+use serde::Serialize;
+
 use crate::error::{FieldError, Result, check};
 use crate::math::distill::log_softmax;
 use crate::rng::RandomStream;
@@ -65,8 +67,8 @@ fn loss_terms(h: f64, smoothing: f64) -> (f64, f64, f64) {
     (value, slope, curvature)
 }
 
-/// One pair's numbers.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// One pair's numbers (serialised as the `dpo` entry's `batch.pairs`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct PairLoss {
     /// `beta log(pi(w) / pi_ref(w))`.
     pub chosen_reward: f64,
@@ -78,8 +80,8 @@ pub struct PairLoss {
     pub loss: f64,
 }
 
-/// The loss over a batch of pairs.
-#[derive(Debug, Clone, PartialEq)]
+/// The loss over a batch of pairs (serialised as the `dpo` entry's `batch`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct BatchLoss {
     /// Each pair, in order.
     pub pairs: Vec<PairLoss>,
@@ -87,7 +89,7 @@ pub struct BatchLoss {
     pub loss: f64,
     /// Share of pairs with chosen reward > rejected reward.
     pub reward_accuracy: f64,
-    /// `d (mean loss) / d theta`, one entry per response.
+    /// `d (mean loss) / d theta` (the policy's logits), one entry per response.
     pub gradient: Vec<f64>,
 }
 
@@ -215,8 +217,8 @@ pub enum PairSource {
     },
 }
 
-/// The fitted policy and how the fit went.
-#[derive(Debug, Clone, PartialEq)]
+/// The fitted policy and how the fit went (the `dpo` entry's `fit`, with the optimum).
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Fit {
     /// The fitted `pi(y)`.
     pub policy: Vec<f64>,
@@ -232,7 +234,9 @@ pub struct Fit {
     pub gradient_norm: f64,
     /// Whether the Newton steps shrank to nothing within the step limit.
     pub converged: bool,
-    /// Pairs of two distinct responses the loss used (`None` for the expected loss).
+    /// Pairs of two distinct responses the loss used (`None`, and absent from JSON, for
+    /// the expected loss).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub pairs_used: Option<usize>,
 }
 

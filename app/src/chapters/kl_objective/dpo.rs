@@ -12,7 +12,7 @@ use plotters::prelude::*;
 use serde_json::{Value, json};
 
 use super::optimum::rewards;
-use super::{LABELS, REFERENCE};
+use super::{REFERENCE, response_bars};
 use crate::compute::{compute, number, numbers};
 use crate::figure::{DrawResult, Figure, Meta, Readout, State, format_number, slider};
 use crate::plot::{self, BLUE, INK, LIGHT, ORANGE, Style};
@@ -146,50 +146,16 @@ impl Figure for Dpo {
         style: &Style,
     ) -> DrawResult<DB> {
         let panels = area.split_evenly(style.grid(2));
-        let top = output
-            .fitted
-            .iter()
-            .chain(&output.optimum)
-            .chain(&REFERENCE)
-            .fold(0.0_f64, |m, p| m.max(*p));
-        let mut bars = plot::framed_chart(
+        response_bars(
             &panels[0],
             "π_ref (grey), optimum π* (blue), DPO fit (orange)",
             style,
-            -0.5..5.5,
-            0.0..(top * 1.1).max(0.05),
+            &[
+                (&REFERENCE, LIGHT),
+                (&output.optimum, BLUE),
+                (&output.fitted, ORANGE),
+            ],
         )?;
-        plot::mesh(&mut bars, style)
-            .x_labels(6)
-            .x_label_formatter(&|x| {
-                let i = x.round();
-                if (x - i).abs() < 1e-9 && (0.0..6.0).contains(&i) {
-                    LABELS[i as usize].to_owned()
-                } else {
-                    String::new()
-                }
-            })
-            .x_desc("response")
-            .y_desc("probability")
-            .draw()?;
-        let columns = REFERENCE.iter().zip(&output.optimum).zip(&output.fitted);
-        for (i, ((&reference, &optimum), &fitted)) in columns.enumerate() {
-            let x = i as f64;
-            bars.draw_series([
-                Rectangle::new(
-                    [(x - 0.39, 0.0), (x - 0.14, reference)],
-                    LIGHT.mix(0.8).filled(),
-                ),
-                Rectangle::new(
-                    [(x - 0.12, 0.0), (x + 0.12, optimum)],
-                    BLUE.mix(0.85).filled(),
-                ),
-                Rectangle::new(
-                    [(x + 0.14, 0.0), (x + 0.39, fitted)],
-                    ORANGE.mix(0.85).filled(),
-                ),
-            ])?;
-        }
         let log = |kl: f64| kl.max(KL_FLOOR).log10();
         let (_, high) = plot::extent(
             output

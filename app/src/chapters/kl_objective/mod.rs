@@ -1,7 +1,12 @@
 //! Chapter: the KL-regularised objective, its optimal policy, DPO, and the KL
 //! estimators a trainer uses for the penalty.
 
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
 use super::{Block, Chapter};
+use crate::figure::DrawResult;
+use crate::plot::{self, Style};
 
 pub mod dpo;
 pub mod estimators;
@@ -14,6 +19,55 @@ pub const REFERENCE: [f64; 6] = [0.3, 0.25, 0.2, 0.12, 0.08, 0.05];
 pub const REWARDS: [f64; 5] = [0.1, 0.3, 0.2, 0.9, 0.5];
 /// Labels of the six responses.
 pub const LABELS: [&str; 6] = ["A", "B", "C", "D", "E", "F"];
+
+/// Grouped bars over the six responses on `area`: one bar per series (probabilities
+/// and a colour), side by side within each response.
+///
+/// # Errors
+/// When the backend fails to draw.
+pub fn response_bars<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    caption: &str,
+    style: &Style,
+    series: &[(&[f64], RGBColor)],
+) -> DrawResult<DB> {
+    let top = series
+        .iter()
+        .flat_map(|(values, _)| values.iter())
+        .fold(0.0_f64, |m, p| m.max(*p));
+    let mut chart = plot::framed_chart(
+        area,
+        caption,
+        style,
+        -0.5..LABELS.len() as f64 - 0.5,
+        0.0..(top * 1.1).max(0.05),
+    )?;
+    plot::mesh(&mut chart, style)
+        .x_labels(LABELS.len())
+        .x_label_formatter(&|x| {
+            let i = x.round();
+            if (x - i).abs() < 1e-9 && (0.0..LABELS.len() as f64).contains(&i) {
+                LABELS[i as usize].to_owned()
+            } else {
+                String::new()
+            }
+        })
+        .x_desc("response")
+        .y_desc("probability")
+        .draw()?;
+    let slot = 0.78 / series.len().max(1) as f64;
+    for (j, (values, color)) in series.iter().enumerate() {
+        let offset = -0.39 + j as f64 * slot;
+        chart.draw_series(values.iter().enumerate().map(|(i, &p)| {
+            let x = i as f64 + offset;
+            Rectangle::new(
+                [(x + 0.01, 0.0), (x + slot - 0.01, p)],
+                color.mix(0.85).filled(),
+            )
+        }))?;
+    }
+    Ok(())
+}
 
 /// The chapter.
 pub const CHAPTER: Chapter = Chapter {

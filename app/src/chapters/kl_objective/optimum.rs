@@ -9,7 +9,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use serde_json::{Value, json};
 
-use super::{LABELS, REFERENCE, REWARDS};
+use super::{LABELS, REFERENCE, REWARDS, response_bars};
 use crate::compute::{compute, number, numbers};
 use crate::figure::{DrawResult, Figure, Meta, Readout, State, slider};
 use crate::plot::{self, BLUE, INK, LIGHT, MUTED, ORANGE, Style};
@@ -129,47 +129,16 @@ impl Figure for Optimum {
         style: &Style,
     ) -> DrawResult<DB> {
         let panels = area.split_evenly(style.grid(2));
-        let top = output
-            .policy
-            .iter()
-            .chain(&REFERENCE)
-            .fold(0.0_f64, |m, p| m.max(*p));
-        let mut bars = plot::framed_chart(
+        let caption = format!(
+            "π_ref (grey) and π* at β = {} (blue)",
+            plot::axis_label(&output.beta)
+        );
+        response_bars(
             &panels[0],
-            &format!(
-                "π_ref (grey) and π* at β = {} (blue)",
-                plot::axis_label(&output.beta)
-            ),
+            &caption,
             style,
-            -0.5..5.5,
-            0.0..(top * 1.1).max(0.05),
+            &[(&REFERENCE, LIGHT), (&output.policy, BLUE)],
         )?;
-        plot::mesh(&mut bars, style)
-            .x_labels(6)
-            .x_label_formatter(&|x| {
-                let i = x.round();
-                if (x - i).abs() < 1e-9 && (0.0..6.0).contains(&i) {
-                    LABELS[i as usize].to_owned()
-                } else {
-                    String::new()
-                }
-            })
-            .x_desc("response")
-            .y_desc("probability")
-            .draw()?;
-        for (i, (&p_ref, &p_opt)) in REFERENCE.iter().zip(&output.policy).enumerate() {
-            let x = i as f64;
-            bars.draw_series([
-                Rectangle::new(
-                    [(x - 0.38, 0.0), (x - 0.02, p_ref)],
-                    LIGHT.mix(0.8).filled(),
-                ),
-                Rectangle::new(
-                    [(x + 0.02, 0.0), (x + 0.38, p_opt)],
-                    BLUE.mix(0.85).filled(),
-                ),
-            ])?;
-        }
         let (_, kl_max) = plot::extent(output.frontier.iter().map(|p| p.0).chain([output.kl]));
         let (r_lo, r_hi) = plot::extent(
             output
