@@ -156,9 +156,10 @@ impl Parser {
             '\'' => Ok("<mo>′</mo>".to_owned()),
             '<' => Ok("<mo>&lt;</mo>".to_owned()),
             '>' => Ok("<mo>&gt;</mo>".to_owned()),
-            '+' | '=' | '(' | ')' | '[' | ']' | ',' | '|' | '/' | '!' | ':' | ';' | '*' => {
-                Ok(format!("<mo>{c}</mo>"))
-            }
+            // As in TeX, plain delimiters keep their size (only `\binom` grows its own):
+            // MathML would otherwise stretch them to the height of a nearby fraction.
+            '(' | ')' | '[' | ']' | '|' => Ok(format!("<mo stretchy=\"false\">{c}</mo>")),
+            '+' | '=' | ',' | '/' | '!' | ':' | ';' | '*' => Ok(format!("<mo>{c}</mo>")),
             other => Err(format!("unsupported character `{other}`")),
         }
     }
@@ -174,7 +175,9 @@ impl Parser {
             self.at += 1;
             return match c {
                 ',' | ';' | ' ' => Ok("<mspace width=\"0.25em\"/>".to_owned()),
-                '{' | '}' | '|' => Ok(format!("<mo>{c}</mo>")),
+                '{' | '}' => Ok(format!("<mo stretchy=\"false\">{c}</mo>")),
+                // `\|` is the double bar of a norm or of KL(p || q), as in TeX.
+                '|' => Ok("<mo stretchy=\"false\">‖</mo>".to_owned()),
                 other => Err(format!("unknown command `\\{other}`")),
             };
         }
@@ -282,6 +285,7 @@ fn operator(name: &str) -> Option<&'static str> {
         "sum" => "∑",
         "prod" => "∏",
         "mid" => "|",
+        "Vert" => "‖",
         "ldots" | "dots" => "…",
         "pm" => "±",
         "propto" => "∝",
@@ -318,6 +322,20 @@ mod tests {
         assert!(to_mathml(r"{a", false).is_err());
         assert!(to_mathml(r"a}", false).is_err());
         assert!(to_mathml(r"a^", false).is_err());
+    }
+
+    #[test]
+    fn delimiters_do_not_stretch_and_the_double_bar_is_double() {
+        let math = to_mathml(r"\mathrm{KL}(p \,\|\, q) = (\frac{a}{b})", false).unwrap();
+        assert!(math.contains("<mo stretchy=\"false\">‖</mo>"), "{math}");
+        assert!(math.contains("<mo stretchy=\"false\">(</mo>"), "{math}");
+        assert!(!math.contains("<mo>(</mo>"), "{math}");
+        assert_eq!(
+            to_mathml(r"\Vert", false).unwrap(),
+            to_mathml(r"\|", false)
+                .unwrap()
+                .replace(" stretchy=\"false\"", "")
+        );
     }
 
     #[test]

@@ -23,9 +23,18 @@ pub fn origin() -> String {
 /// Replaces the keys starting with `prefix` in the URL's query by `pairs`, without
 /// reloading or adding a history entry.
 pub fn write_query(prefix: &str, pairs: Vec<(String, String)>) {
+    // A chapter page owns the keys under the figure's prefix; an embed page's keys are
+    // bare, so only the figure's own are replaced and the rest (`backend`) stay.
+    let own: Vec<String> = pairs.iter().map(|(key, _)| key.clone()).collect();
     let mut all: Vec<(String, String)> = query_pairs()
         .into_iter()
-        .filter(|(key, _)| !key.starts_with(prefix))
+        .filter(|(key, _)| {
+            if prefix.is_empty() {
+                !own.contains(key)
+            } else {
+                !key.starts_with(prefix)
+            }
+        })
         .collect();
     all.extend(pairs);
     let search = query::format(&all);

@@ -241,7 +241,14 @@ fn Actions(
         }
     };
     let embed_url = move || {
-        let query = crate::query::format(&state.get().to_pairs(""));
+        // The figure's state, and the backend the reader chose (`?backend=cpu`).
+        let mut pairs = state.get().to_pairs("");
+        pairs.extend(
+            browser::query_pairs()
+                .into_iter()
+                .filter(|(key, _)| key == crate::compute::Choice::KEY),
+        );
+        let query = crate::query::format(&pairs);
         format!("{}/embed/{id}?{query}", browser::origin())
     };
     let embed_code = move || {

@@ -109,9 +109,9 @@ pub fn gaussian_logits(categories: usize, mean: f64, width: f64) -> Vec<f64> {
 /// A fitted one-bump student.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct FittedStudent {
-    /// Centre of the bump, in category units.
+    /// Mean of the fitted distribution, in category units (`sum_k q_k k`).
     pub mean: f64,
-    /// Width (standard deviation of the bump), in category units.
+    /// Standard deviation of the fitted distribution, in category units.
     pub width: f64,
     /// The student's probabilities.
     pub probs: Vec<f64>,
@@ -119,30 +119,141 @@ pub struct FittedStudent {
     pub kl: f64,
 }
 
-/// Fits `(mean, width)` of a [`gaussian_logits`] student to the teacher by minimising the
-/// chosen KL: a grid over `mean` in `[0, K-1]` (steps of 1/4) and `ln width` (48 points
-/// from `ln 0.2` to `ln 2K`), then a compass search that halves its steps 40 times.
-/// Deterministic. Reverse KL needs a teacher with no zero entries (error names
-/// `teacher[k]`).
+fn student(log_q: &[f64], kl: f64) -> FittedStudent {
+    let probs: Vec<f64> = log_q.iter().map(|l| l.exp()).collect();
+    let mean: f64 = probs.iter().enumerate().map(|(k, q)| k as f64 * q).sum();
+    let variance: f64 = probs
+        .iter()
+        .enumerate()
+        .map(|(k, q)| q * (k as f64 - mean).powi(2))
+        .sum();
+    FittedStudent {
+        mean,
+        width: variance.max(0.0).sqrt(),
+        probs,
+        kl,
+    }
+}
+
+/// Fits a one-bump student to the teacher by minimising the chosen KL. Deterministic.
+/// Reverse KL needs a teacher with no zero entries (error names `teacher[k]`).
+///
+/// - **Forward** (`KL(teacher || student)`): the students are the exponential family
+///   `q_k ∝ exp(a u_k + b u_k^2)` with `b <= 0` (one bump, or a tilted line at `b = 0`),
+///   `u_k` the category rescaled to `[-1, 1]`. Forward KL is the cross-entropy minus a
+///   constant, convex in `(a, b)`, and its minimiser matches the teacher's mean and
+///   variance exactly (moment matching); when the teacher is more spread out than any
+///   bump over `K` categories can be, the best student is the `b = 0` tilt with the
+///   teacher's mean. Solved by projected Newton steps with a backtracking line search.
+/// - **Reverse** (`KL(student || teacher)`, not convex, several local minima): the
+///   students are discretised Gaussian bumps ([`gaussian_logits`]); a grid over the
+///   centre in `[0, K-1]` (steps of 1/4) and `ln width` (48 points from `ln 0.2` to
+///   `ln 2K`), then a compass search that halves its steps 40 times, the centre kept in
+///   `[0, K-1]`.
 pub fn fit_gaussian_student(log_teacher: &[f64], direction: Direction) -> Result<FittedStudent> {
     let k = log_teacher.len();
     check::count("teacher", k, 2, 256)?;
-    if direction == Direction::Reverse
-        && let Some(i) = log_teacher.iter().position(|&l| l == f64::NEG_INFINITY)
-    {
+    match direction {
+        Direction::Forward => Ok(fit_forward(log_teacher)),
+        Direction::Reverse => fit_reverse(log_teacher),
+    }
+}
+
+/// `u_k = (k - c) / c` with `c = (K - 1) / 2`: the categories on `[-1, 1]`.
+fn rescaled(categories: usize) -> Vec<f64> {
+    let c = (categories - 1) as f64 / 2.0;
+    (0..categories).map(|k| (k as f64 - c) / c).collect()
+}
+
+/// Cross-entropy `-sum_k p_k log q_k` of the family member `(a, b)`, with `log q`.
+fn cross_entropy(u: &[f64], teacher: &[f64], a: f64, b: f64) -> (f64, Vec<f64>) {
+    let logits: Vec<f64> = u.iter().map(|&x| a * x + b * x * x).collect();
+    let log_q = log_softmax(&logits);
+    let value = teacher
+        .iter()
+        .zip(&log_q)
+        .filter(|(p, _)| **p > 0.0)
+        .map(|(p, l)| -p * l)
+        .sum();
+    (value, log_q)
+}
+
+fn fit_forward(log_teacher: &[f64]) -> FittedStudent {
+    let u = rescaled(log_teacher.len());
+    let teacher: Vec<f64> = log_teacher.iter().map(|l| l.exp()).collect();
+    let moment = |weights: &[f64], power: i32| -> f64 {
+        weights.iter().zip(&u).map(|(w, x)| w * x.powi(power)).sum()
+    };
+    let (m1, m2) = (moment(&teacher, 1), moment(&teacher, 2));
+    // Start from the Gaussian with the teacher's moments where that is a bump.
+    let variance = (m2 - m1 * m1).max(1e-6);
+    let (mut a, mut b) = (m1 / variance, (-0.5 / variance).min(-1e-3));
+    let (mut value, mut log_q) = cross_entropy(&u, &teacher, a, b);
+    for _ in 0..200 {
+        let q: Vec<f64> = log_q.iter().map(|l| l.exp()).collect();
+        let (e1, e2) = (moment(&q, 1), moment(&q, 2));
+        let (g_a, g_b) = (e1 - m1, e2 - m2);
+        let h_aa = e2 - e1 * e1;
+        let h_ab = moment(&q, 3) - e1 * e2;
+        let h_bb = moment(&q, 4) - e2 * e2;
+        // At the boundary b = 0 with the gradient pushing b up, only a is free.
+        let at_boundary = b >= 0.0 && g_b <= 0.0;
+        let (d_a, d_b) = if at_boundary {
+            (-g_a / h_aa.max(1e-300), 0.0)
+        } else {
+            let det = h_aa * h_bb - h_ab * h_ab;
+            if det <= 1e-300 {
+                (-g_a / h_aa.max(1e-300), 0.0)
+            } else {
+                (
+                    (-h_bb * g_a + h_ab * g_b) / det,
+                    (h_ab * g_a - h_aa * g_b) / det,
+                )
+            }
+        };
+        let free_gradient = if at_boundary {
+            g_a.abs()
+        } else {
+            g_a.abs().max(g_b.abs())
+        };
+        if free_gradient < 1e-13 {
+            break;
+        }
+        let mut t = 1.0;
+        let mut accepted = false;
+        while t > 1e-12 {
+            let (a_new, b_new) = (a + t * d_a, (b + t * d_b).min(0.0));
+            let (v_new, lq_new) = cross_entropy(&u, &teacher, a_new, b_new);
+            // Near the optimum the cross-entropy changes below its rounding: accept a
+            // full step that does not raise it beyond that, so Newton can finish.
+            if v_new <= value + 4.0 * f64::EPSILON * value.abs() {
+                (a, b, value, log_q) = (a_new, b_new, v_new, lq_new);
+                accepted = true;
+                break;
+            }
+            t *= 0.5;
+        }
+        if !accepted {
+            break;
+        }
+    }
+    let kl = kl_from_log_probs(log_teacher, &log_q, "student").unwrap_or(f64::INFINITY);
+    student(&log_q, kl)
+}
+
+fn fit_reverse(log_teacher: &[f64]) -> Result<FittedStudent> {
+    let k = log_teacher.len();
+    if let Some(i) = log_teacher.iter().position(|&l| l == f64::NEG_INFINITY) {
         return Err(FieldError::new(
             format!("teacher[{i}]"),
             "must be > 0 to fit by reverse KL: any full-support student puts mass there",
         ));
     }
     let (log_w_min, log_w_max) = (0.2f64.ln(), (2.0 * k as f64).ln());
+    let last = (k - 1) as f64;
     let objective = |mean: f64, log_width: f64| -> f64 {
         let log_q = log_softmax(&gaussian_logits(k, mean, log_width.exp()));
-        let value = match direction {
-            Direction::Forward => kl_from_log_probs(log_teacher, &log_q, "student"),
-            Direction::Reverse => kl_from_log_probs(&log_q, log_teacher, "teacher"),
-        };
-        value.unwrap_or(f64::INFINITY)
+        kl_from_log_probs(&log_q, log_teacher, "teacher").unwrap_or(f64::INFINITY)
     };
     let mut best = (0.0, log_w_min, f64::INFINITY);
     for mean_step in 0..=4 * (k - 1) {
@@ -166,7 +277,8 @@ pub fn fit_gaussian_student(log_teacher: &[f64], direction: Direction) -> Result
                 (0.0, step_width),
                 (0.0, -step_width),
             ] {
-                let (mean, log_width) = (best.0 + dm, (best.1 + dw).clamp(log_w_min, log_w_max));
+                let mean = (best.0 + dm).clamp(0.0, last);
+                let log_width = (best.1 + dw).clamp(log_w_min, log_w_max);
                 let value = objective(mean, log_width);
                 if value < best.2 {
                     best = (mean, log_width, value);
@@ -177,16 +289,10 @@ pub fn fit_gaussian_student(log_teacher: &[f64], direction: Direction) -> Result
         step_mean /= 2.0;
         step_width /= 2.0;
     }
-    let width = best.1.exp();
-    Ok(FittedStudent {
-        mean: best.0,
-        width,
-        probs: log_softmax(&gaussian_logits(k, best.0, width))
-            .iter()
-            .map(|l| l.exp())
-            .collect(),
-        kl: best.2,
-    })
+    Ok(student(
+        &log_softmax(&gaussian_logits(k, best.0, best.1.exp())),
+        best.2,
+    ))
 }
 
 #[cfg(test)]
@@ -265,13 +371,89 @@ mod tests {
     #[test]
     fn fitting_a_unimodal_teacher_recovers_it() {
         let teacher = log_softmax(&gaussian_logits(15, 6.3, 2.2));
+        let probs: Vec<f64> = teacher.iter().map(|l| l.exp()).collect();
         for direction in [Direction::Forward, Direction::Reverse] {
             let fit = fit_gaussian_student(&teacher, direction).unwrap();
-            assert!(
-                (fit.mean - 6.3).abs() < 1e-4 && (fit.width - 2.2).abs() < 1e-4,
-                "{fit:?}"
-            );
-            assert!(fit.kl < 1e-9);
+            assert!(fit.kl < 1e-9, "{direction:?}: {fit:?}");
+            for (q, p) in fit.probs.iter().zip(&probs) {
+                assert!((q - p).abs() < 1e-5, "{direction:?}: {fit:?}");
+            }
+        }
+    }
+
+    /// Teachers like the notebook's figure: two bumps over 40 outcomes plus a floor.
+    fn two_bumps(gap: f64, weight: f64, width: f64) -> Vec<f64> {
+        let centre = 19.5;
+        let bump = |x: f64, m: f64| (-0.5 * ((x - m) / width).powi(2)).exp();
+        let raw: Vec<f64> = (0..40)
+            .map(|i| {
+                let x = f64::from(i);
+                weight * bump(x, centre - gap / 2.0)
+                    + (1.0 - weight) * bump(x, centre + gap / 2.0)
+                    + 1e-4
+            })
+            .collect();
+        let total: f64 = raw.iter().sum();
+        raw.iter().map(|r| (r / total).ln()).collect()
+    }
+
+    fn moments(log_p: &[f64]) -> (f64, f64) {
+        let mean: f64 = log_p
+            .iter()
+            .enumerate()
+            .map(|(k, l)| k as f64 * l.exp())
+            .sum();
+        let var: f64 = log_p
+            .iter()
+            .enumerate()
+            .map(|(k, l)| l.exp() * (k as f64 - mean).powi(2))
+            .sum();
+        (mean, var.sqrt())
+    }
+
+    /// The forward fit is moment matching: the teacher's mean always, its spread too
+    /// unless no bump over the 40 outcomes is that wide (then the fit is the flattest
+    /// member, narrower than the teacher). The reverse fit stays inside the outcomes,
+    /// below its width cap, and no better student lies one small step away.
+    #[test]
+    fn fits_over_the_figures_grid_match_their_closed_form_or_converge() {
+        for gap in [2.0, 10.0, 18.0, 30.0] {
+            for weight in [0.05, 0.5, 0.7, 0.95] {
+                for width in [1.0, 2.5, 6.0] {
+                    let teacher = two_bumps(gap, weight, width);
+                    let (mean, sd) = moments(&teacher);
+                    let forward = fit_gaussian_student(&teacher, Direction::Forward).unwrap();
+                    let what = format!("gap {gap} weight {weight} width {width}: {mean} {sd}");
+                    assert!((forward.mean - mean).abs() < 1e-8, "{what}: {forward:?}");
+                    assert!(
+                        (forward.width - sd).abs() < 1e-8 || forward.width < sd,
+                        "{what}: {forward:?}"
+                    );
+                    let reverse = fit_gaussian_student(&teacher, Direction::Reverse).unwrap();
+                    assert!((0.0..=39.0).contains(&reverse.mean), "{what}: {reverse:?}");
+                    assert!(reverse.width < 40.0, "{what}: {reverse:?}");
+                    assert!(reverse.kl.is_finite());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_teacher_wider_than_any_bump_gets_the_flattest_student_with_its_mean() {
+        // Mass at both ends: variance beyond the uniform's.
+        let mut p = vec![1e-3; 20];
+        p[0] = 0.6;
+        p[19] = 0.4 - 18e-3;
+        let teacher: Vec<f64> = p.iter().map(|x: &f64| x.ln()).collect();
+        let fit = fit_gaussian_student(&teacher, Direction::Forward).unwrap();
+        let (mean, sd) = moments(&teacher);
+        assert!((fit.mean - mean).abs() < 1e-8, "{fit:?}");
+        assert!(fit.width < sd);
+        // The b = 0 member is a tilted line: its log-probabilities are linear in k.
+        let logs: Vec<f64> = fit.probs.iter().map(|q| q.ln()).collect();
+        let slope = logs[1] - logs[0];
+        for pair in logs.windows(2) {
+            assert!((pair[1] - pair[0] - slope).abs() < 1e-9);
         }
     }
 

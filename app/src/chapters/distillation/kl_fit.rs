@@ -3,8 +3,9 @@
 //! On `K` ordered outcomes, the student is a discretised Gaussian; minimising
 //! `KL(teacher || student)` spreads it over both modes, minimising
 //! `KL(student || teacher)` settles it on one (Bishop, "Pattern Recognition and Machine
-//! Learning", section 10.1.2; Agarwal et al. 2024 on on-policy distillation). Entry
-//! `distill` with `fit`.
+//! Learning", section 10.1.2; Agarwal et al. 2024 on on-policy distillation). The forward
+//! fit is moment matching, so its mean is the teacher's; the readouts are the fitted
+//! distributions' means. Entry `distill` with `fit`.
 
 use arlbook_core::error::FieldError;
 use plotters::coord::Shift;
@@ -157,6 +158,35 @@ impl Figure for KlFit {
 mod tests {
     use super::*;
     use crate::query;
+
+    /// Forward KL is moment matching: the forward fit's mean is the teacher's, even
+    /// where the teacher is wider than any bump over the outcomes.
+    #[test]
+    fn forward_fit_mean_is_the_teachers_mean_at_every_corner() {
+        for query_text in [
+            "gap=30&weight=0.7&width=1",
+            "gap=30&weight=0.95&width=1",
+            "gap=2&weight=0.05&width=6",
+        ] {
+            let state = State::from_pairs(KlFit::META.controls, &query::parse(query_text), "");
+            let output = KlFit::compute(&state).unwrap();
+            let mean: f64 = output
+                .teacher
+                .iter()
+                .enumerate()
+                .map(|(k, p)| k as f64 * p)
+                .sum();
+            assert!(
+                (output.means[0] - mean).abs() < 1e-8,
+                "{query_text}: {:?} vs {mean}",
+                output.means
+            );
+            assert!(
+                (0.0..=(OUTCOMES - 1) as f64).contains(&output.means[1]),
+                "{query_text}"
+            );
+        }
+    }
 
     #[test]
     fn reverse_fit_picks_a_mode_and_forward_fit_sits_between() {

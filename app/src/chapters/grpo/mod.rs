@@ -41,8 +41,11 @@ pub const CHAPTER: Chapter = Chapter {
              constant $N C$ does the same without making the weight depend on the batch.",
         ),
         Block::Display(
-            r"\frac{1}{N} \sum_i \frac{1}{L_i} \sum_k \ell_{ik} \quad \frac{\sum_{i,k} \ell_{ik}}{\sum_i L_i} \quad \frac{1}{N} \sum_i \sum_k \ell_{ik} \quad \frac{\sum_{i,k} \ell_{ik}}{N C}",
+            r"\text{seq-mean-token-mean:} \quad \frac{1}{N} \sum_i \frac{1}{L_i} \sum_k \ell_{ik}",
         ),
+        Block::Display(r"\text{token-mean:} \quad \frac{\sum_{i,k} \ell_{ik}}{\sum_i L_i}"),
+        Block::Display(r"\text{seq-mean-token-sum:} \quad \frac{1}{N} \sum_i \sum_k \ell_{ik}"),
+        Block::Display(r"\text{dr_grpo (constant C):} \quad \frac{\sum_{i,k} \ell_{ik}}{N C}"),
         Block::Text(
             "With lengths 2, 4, 4, 6, rewards 1, 0, 0, 0 and $\\rho = 1$, the first gives 0, \
              the second $1/(2\\sqrt{3}) \\approx 0.2887$ and the last (with $C = 6$) \

@@ -101,6 +101,14 @@ pub const CHAPTER: Chapter = Chapter {
              re-weight it. Drag $\\beta$ below and watch the optimum slide along the \
              frontier of reward against KL.",
         ),
+        Block::Text(
+            "The first two figures share one prompt with six responses A to F. The \
+             reference gives them probabilities 0.30, 0.25, 0.20, 0.12, 0.08 and 0.05, and \
+             they earn rewards 0.1, 0.3, 0.2, 0.9, 0.5 and 1 (F's reward is a control of \
+             the first figure), so the best response is also the rarest. With these \
+             numbers, arlbook compute kl-regularized-optimum and arlbook compute dpo on \
+             the command line reproduce every readout.",
+        ),
         Block::Figure("kl-optimum"),
         Block::Heading("DPO: the same optimum from preference pairs"),
         Block::Text(
@@ -162,3 +170,32 @@ pub const CHAPTER: Chapter = Chapter {
         Block::Figure("kl-estimators"),
     ],
 };
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The paragraph that lists the figures' inputs lists the ones the code uses.
+    #[test]
+    fn the_text_states_the_figures_inputs() {
+        let text = CHAPTER
+            .blocks
+            .iter()
+            .find_map(|b| match b {
+                Block::Text(t) if t.contains("six responses A to F") => Some(*t),
+                _ => None,
+            })
+            .unwrap();
+        let listed = |values: &[f64], decimals: usize| {
+            values
+                .iter()
+                .map(|v| format!("{v:.decimals$}"))
+                .collect::<Vec<_>>()
+        };
+        let probabilities = listed(&REFERENCE, 2).join(", ");
+        let (head, last) = probabilities.rsplit_once(", ").unwrap();
+        assert!(text.contains(&format!("{head} and {last}")), "{text}");
+        let rewards = listed(&REWARDS, 1).join(", ");
+        assert!(text.contains(&format!("rewards {rewards} and 1")), "{text}");
+    }
+}

@@ -51,6 +51,9 @@ pub struct Output {
     pub increment: f64,
     /// `(1 + eps_high) * p_old`.
     pub saturation: f64,
+    /// Whether that bound is a probability (at most 1): above 1 the clip never binds on
+    /// this token's probability, which stops at 1.
+    pub reachable: bool,
 }
 
 impl Figure for Clip {
@@ -123,6 +126,10 @@ impl Figure for Clip {
             p_old,
             increment: number(saturation, "increment")?,
             saturation: number(saturation, "probability")?,
+            reachable: saturation
+                .get("reachable")
+                .and_then(serde_json::Value::as_bool)
+                == Some(true),
         })
     }
 
@@ -141,7 +148,11 @@ impl Figure for Clip {
             Readout::new(
                 id,
                 "saturation",
-                "probability where it saturates: (1 + ε_high) p_old",
+                if output.reachable {
+                    "probability where it saturates: (1 + ε_high) p_old"
+                } else {
+                    "(1 + ε_high) p_old, above 1: never reached, the clip does not bind"
+                },
                 output.saturation,
             ),
         ]
@@ -252,6 +263,23 @@ mod tests {
         let negative = &output.sides[1].flat;
         assert_eq!(negative.len(), 1);
         assert!(negative[0].1 < 0.81 && negative[0].1 > 0.79);
+    }
+
+    #[test]
+    fn a_bound_above_one_says_it_is_never_reached() {
+        let output = compute_at("p_old=0.9&eps_high=0.6");
+        assert!((output.saturation - 1.44).abs() < 1e-12);
+        assert!(!output.reachable);
+        let saturation = Clip::readouts(&output)
+            .into_iter()
+            .find(|r| r.id == "clip-saturation")
+            .unwrap();
+        assert!(
+            saturation.label.contains("never reached"),
+            "{}",
+            saturation.label
+        );
+        assert!(compute_at("p_old=0.5&eps_high=0.6").reachable);
     }
 
     #[test]
