@@ -174,6 +174,40 @@ fn sliders(checks: &mut Checks, browser: &Browser) {
             .failures
             .push(format!("{page}: importance never drew"));
     }
+
+    // On an embed page the figure's keys are bare: moving a control keeps the others.
+    let page = "/embed/importance?backend=cpu";
+    browser.goto(&format!("{}{page}", checks.base));
+    if wait_for_draws(browser, "importance", 1, FIRST_DRAW) {
+        let step = Step {
+            what: "10 presses of → on π(A) in an embed",
+            act: &|b, e| press(b, e, keys::RIGHT, 10),
+            control: "importance-input-pi",
+            expect: &[("importance-exact", 0.7 * 0.75 + 0.3 * 0.35)],
+            url_has: "pi=0.7",
+        };
+        perform(checks, browser, page, "importance", &step);
+        let search = browser.execute("return location.search;", &[]);
+        let search = search.as_str().unwrap_or_default();
+        if !search.contains("backend=cpu") {
+            checks.failures.push(format!(
+                "{page}: moving a control dropped backend=cpu from the query {search:?}"
+            ));
+        }
+        let code = browser.execute(
+            "return document.getElementById('importance-embed-code').value;",
+            &[],
+        );
+        if !code.as_str().unwrap_or_default().contains("backend=cpu") {
+            checks.failures.push(format!(
+                "{page}: the embed code {code} does not keep backend=cpu"
+            ));
+        }
+    } else {
+        checks
+            .failures
+            .push(format!("{page}: importance never drew"));
+    }
 }
 
 /// Clicks on reward cells and lengths typed into a list.
