@@ -6,6 +6,7 @@
 //! groups until `B` mixed ones are found: `B / P` groups and `B G / P` rollouts on
 //! average (DAPO, Yu et al. 2025, section 3.2). Entry `mixed-group`.
 
+use arlbook_core::api::MAX_DRAWS;
 use arlbook_core::error::FieldError;
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -43,7 +44,13 @@ pub struct Output {
     pub rollouts_by_g: Vec<(f64, Option<f64>)>,
     /// Mean groups drawn in the simulation.
     pub simulated_groups: f64,
+    /// Simulated runs: [`RUNS`], or fewer where that many would exceed the work limit
+    /// of one request.
+    pub runs: u64,
 }
+
+/// Simulated runs when the work limit allows.
+const RUNS: u64 = 200;
 
 impl Figure for MixedGroups {
     type Output = Output;
@@ -57,7 +64,7 @@ impl Figure for MixedGroups {
                   right panel shows how that cost changes with G at the chosen p.",
         controls: &[
             slider("p", "success rate p", 0.001, 0.999, 0.001, "0.01"),
-            slider("g", "group size G", 1.0, 32.0, 1.0, "4"),
+            slider("g", "group size G", 2.0, 32.0, 1.0, "4"),
             slider("b", "mixed groups wanted B", 1.0, 64.0, 1.0, "16"),
             slider("seed", "seed", 0.0, 999.0, 1.0, "7"),
         ],
@@ -75,11 +82,20 @@ impl Figure for MixedGroups {
         let sizes: Vec<u64> = (1..=G_MAX).collect();
         let grid = compute("mixed-group", json!({"p": p_grid, "group_size": sizes}))?;
         let table = table_of(&grid, "probability")?;
+        // A run draws up to 10 B / P + 100 groups of G (the entry's cap): fewer runs
+        // where 200 would pass the entry's limit on random draws (rare p, large B).
+        let closed = compute(
+            "mixed-group",
+            json!({"p": p, "group_size": group_size, "mixed_groups": mixed_groups}),
+        )?;
+        let per_run =
+            ((10.0 * number(&closed, "expected_attempts")?).ceil() + 100.0) * group_size as f64;
+        let runs = ((MAX_DRAWS as f64 / per_run).floor() as u64).clamp(1, RUNS);
         let point = compute(
             "mixed-group",
             json!({
                 "p": p, "group_size": group_size, "mixed_groups": mixed_groups,
-                "replicates": 200, "seed": state.count("seed")?
+                "replicates": runs, "seed": state.count("seed")?
             }),
         )?;
         let by_g = compute(
@@ -108,6 +124,7 @@ impl Figure for MixedGroups {
                 .map(|(g, r)| (*g as f64, r.as_f64()))
                 .collect(),
             simulated_groups,
+            runs,
         })
     }
 
@@ -135,9 +152,10 @@ impl Figure for MixedGroups {
             Readout::new(
                 id,
                 "simulated",
-                "groups drawn, mean of 200 simulated runs",
+                format!("groups drawn, mean of {} simulated runs", output.runs),
                 output.simulated_groups,
             ),
+            Readout::new(id, "runs", "simulated runs", output.runs as f64),
         ]
     }
 
@@ -237,6 +255,25 @@ mod tests {
         assert!((rare - 0.0394).abs() < 5e-5, "{rare}");
         let rare16 = compute_at("p=0.01&g=16").probability;
         assert!((rare16 - 0.1485).abs() < 5e-5, "{rare16}");
+    }
+
+    /// Every corner of the sliders computes: rare success with many groups wanted runs
+    /// fewer simulations instead of failing on the work limit.
+    #[test]
+    fn every_corner_of_the_sliders_gives_a_figure() {
+        for p in ["0.001", "0.002", "0.5", "0.999"] {
+            for g in ["2", "32"] {
+                for b in ["1", "64"] {
+                    let query_text = format!("p={p}&g={g}&b={b}");
+                    let output = compute_at(&query_text);
+                    assert!((1..=RUNS).contains(&output.runs), "{query_text}");
+                    assert!(output.simulated_groups.is_finite(), "{query_text}");
+                }
+            }
+        }
+        // P(mixed) = 0.002 at p = 0.001 and G = 2: 200 runs would ask for 128 M draws.
+        assert!(compute_at("p=0.001&g=2&b=64").runs < RUNS);
+        assert_eq!(compute_at("").runs, RUNS);
     }
 
     #[test]
