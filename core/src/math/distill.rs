@@ -441,7 +441,7 @@ mod tests {
     #[test]
     fn a_teacher_wider_than_any_bump_gets_the_flattest_student_with_its_mean() {
         // Mass at both ends: variance beyond the uniform's.
-        let mut p = vec![1e-3; 20];
+        let mut p = [1e-3; 20];
         p[0] = 0.6;
         p[19] = 0.4 - 18e-3;
         let teacher: Vec<f64> = p.iter().map(|x: &f64| x.ln()).collect();
