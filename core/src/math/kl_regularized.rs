@@ -28,7 +28,7 @@
 //! log-sum-exp), so a small `beta` never overflows.
 
 use crate::error::{FieldError, Result, check};
-use crate::math::distill::{kl_from_log_probs, log_probs_from_probs, log_softmax};
+use crate::math::distill::{kl_from_log_probs, log_probs_from_probs};
 
 /// Largest `|r| / beta` accepted, so `exp` stays far inside `f64` after the shift.
 pub const MAX_SCALED_REWARD: f64 = 1e6;
@@ -100,8 +100,10 @@ impl Problem {
             .sum()
     }
 
-    /// `log pi*` at `beta` (field `field` for a bad `beta`).
-    pub fn log_optimum(&self, beta: f64, field: &str) -> Result<Vec<f64>> {
+    /// `log pi*` and `log Z` at `beta` (field `field` for a bad `beta`): the logits
+    /// `log pi_ref + r / beta` once, `log Z` their log-sum-exp over the support, and
+    /// `log pi* = logits - log Z` (`-inf` off the support).
+    fn log_optimum(&self, beta: f64, field: &str) -> Result<(Vec<f64>, f64)> {
         check::positive(field, beta)?;
         if beta > MAX_MAGNITUDE {
             return Err(FieldError::new(
@@ -125,24 +127,19 @@ impl Problem {
             .zip(&self.rewards)
             .map(|(lp, r)| lp + r / beta)
             .collect();
-        Ok(log_softmax(&logits))
+        let max = logits.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let log_partition = max + logits.iter().map(|z| (z - max).exp()).sum::<f64>().ln();
+        Ok((
+            logits.iter().map(|z| z - log_partition).collect(),
+            log_partition,
+        ))
     }
 
     /// The optimum at `beta` (field `field`).
     pub fn optimum(&self, beta: f64, field: &str) -> Result<Optimum> {
-        let log_policy = self.log_optimum(beta, field)?;
+        let (log_policy, log_partition) = self.log_optimum(beta, field)?;
         let expected_reward = self.expectation(&log_policy);
         let kl = kl_from_log_probs(&log_policy, &self.log_reference, "reference")?;
-        // log Z = log sum_y pi_ref(y) exp(r / beta), by log-sum-exp over the support.
-        let scaled: Vec<f64> = self
-            .log_reference
-            .iter()
-            .zip(&self.rewards)
-            .filter(|(lp, _)| lp.is_finite())
-            .map(|(lp, r)| lp + r / beta)
-            .collect();
-        let max = scaled.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        let log_partition = max + scaled.iter().map(|s| (s - max).exp()).sum::<f64>().ln();
         Ok(Optimum {
             beta,
             policy: log_policy.iter().map(|lp| lp.exp()).collect(),

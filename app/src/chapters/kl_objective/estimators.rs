@@ -7,6 +7,7 @@
 //! plus `shift` times a fixed direction. Entry `kl-estimators`.
 
 use arlbook_core::error::FieldError;
+use arlbook_core::math::distill::log_softmax;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use serde_json::{Value, json};
@@ -67,10 +68,7 @@ pub struct Output {
 }
 
 fn softmax(logits: &[f64]) -> Vec<f64> {
-    let max = logits.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    let weights: Vec<f64> = logits.iter().map(|z| (z - max).exp()).collect();
-    let total: f64 = weights.iter().sum();
-    weights.iter().map(|w| w / total).collect()
+    log_softmax(logits).iter().map(|l| l.exp()).collect()
 }
 
 fn point(shift: f64, samples: usize, seed: usize) -> Result<Point, FieldError> {
