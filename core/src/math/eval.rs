@@ -11,6 +11,14 @@
 //!   its standard error `sd(d) / sqrt(n)`.
 //! - Percentile bootstrap over problems (Efron and Tibshirani 1993, ch. 13): resample
 //!   problems with replacement, so repeated attempts on one problem stay together.
+//! - Clustered statistics, for tasks that share a problem key: the cluster bootstrap
+//!   resamples whole clusters (Davison and Hinkley 1997, section 3.8; Cameron, Gelbach and
+//!   Miller 2008) and takes the mean over every task of the drawn clusters; the
+//!   cluster-robust standard error of a mean over `N` tasks in `m` clusters with
+//!   cluster sums `S_c` and sizes `n_c` is
+//!   `sqrt(m / (m - 1) * sum_c (S_c - mean n_c)^2) / N` (the CR1 sandwich of a
+//!   regression on a constant). With one task per cluster both reduce to the plain
+//!   bootstrap and `sd / sqrt(N)`.
 
 use crate::error::{FieldError, Result, check};
 use crate::rng::RandomStream;
@@ -168,10 +176,188 @@ pub fn bootstrap_mean_ci(
     ])
 }
 
+/// Clusters of `labels`: for each distinct label in order of first appearance, the
+/// indices that carry it.
+pub fn clusters_of<T: PartialEq>(labels: &[T]) -> Vec<Vec<usize>> {
+    let mut firsts: Vec<&T> = Vec::new();
+    let mut members: Vec<Vec<usize>> = Vec::new();
+    for (i, label) in labels.iter().enumerate() {
+        match firsts.iter().position(|f| *f == label) {
+            Some(c) => members[c].push(i),
+            None => {
+                firsts.push(label);
+                members.push(vec![i]);
+            }
+        }
+    }
+    members
+}
+
+fn check_clusters(values: &[f64], clusters: &[Vec<usize>]) -> Result<()> {
+    check::non_empty("values", values)?;
+    check::all_finite("values", values)?;
+    let mut seen = vec![false; values.len()];
+    for (c, members) in clusters.iter().enumerate() {
+        if members.is_empty() {
+            return Err(FieldError::new(format!("clusters[{c}]"), "is empty"));
+        }
+        for &i in members {
+            if i >= values.len() || seen[i] {
+                return Err(FieldError::new(
+                    format!("clusters[{c}]"),
+                    "must name each value exactly once",
+                ));
+            }
+            seen[i] = true;
+        }
+    }
+    if seen.iter().any(|&s| !s) {
+        return Err(FieldError::new(
+            "clusters",
+            "must cover every value exactly once",
+        ));
+    }
+    if clusters.len() > u32::MAX as usize {
+        return Err(FieldError::new("clusters", "too many clusters"));
+    }
+    Ok(())
+}
+
+/// Percentile bootstrap interval of the mean of `values` when tasks come in
+/// `clusters` (index lists, each value in exactly one).
+///
+/// Resample `b` draws from `RandomStream::new(seed, b)`: `m` cluster indices by
+/// `below(m)`, in order; its statistic is the sum of the drawn clusters' values over
+/// their total size. With singleton clusters in index order the draws, and so the
+/// interval, are exactly [`bootstrap_mean_ci`]'s.
+pub fn cluster_bootstrap_mean_ci(
+    values: &[f64],
+    clusters: &[Vec<usize>],
+    resamples: usize,
+    level: f64,
+    seed: u64,
+) -> Result<[f64; 2]> {
+    check_clusters(values, clusters)?;
+    check::count("resamples", resamples, 2, usize::MAX)?;
+    check::in_range("level", level, 0.0, 1.0)?;
+    let sums: Vec<f64> = clusters
+        .iter()
+        .map(|members| members.iter().map(|&i| values[i]).sum())
+        .collect();
+    let m = clusters.len();
+    let mut means: Vec<f64> = (0..resamples)
+        .map(|b| {
+            let mut stream = RandomStream::new(seed, b as u64);
+            let (mut total, mut size) = (0.0, 0usize);
+            for _ in 0..m {
+                let c = stream.below(m as u32) as usize;
+                total += sums[c];
+                size += clusters[c].len();
+            }
+            total / size as f64
+        })
+        .collect();
+    means.sort_by(f64::total_cmp);
+    Ok([
+        quantile_sorted(&means, (1.0 - level) / 2.0),
+        quantile_sorted(&means, f64::midpoint(1.0, level)),
+    ])
+}
+
+/// The cluster-robust (CR1) standard error of the mean of `values`:
+/// `sqrt(m / (m - 1) * sum_c (S_c - mean n_c)^2) / N`. Needs at least two clusters.
+pub fn clustered_mean_se(values: &[f64], clusters: &[Vec<usize>]) -> Result<f64> {
+    check_clusters(values, clusters)?;
+    if clusters.len() < 2 {
+        return Err(FieldError::new(
+            "clusters",
+            "needs at least two clusters for a standard error",
+        ));
+    }
+    let n = values.len() as f64;
+    let mean = values.iter().sum::<f64>() / n;
+    let m = clusters.len() as f64;
+    let spread: f64 = clusters
+        .iter()
+        .map(|members| {
+            let sum: f64 = members.iter().map(|&i| values[i]).sum();
+            let residual = sum - mean * members.len() as f64;
+            residual * residual
+        })
+        .sum();
+    Ok((m / (m - 1.0) * spread).sqrt() / n)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn clusters_group_equal_labels_in_order_of_first_appearance() {
+        assert_eq!(
+            clusters_of(&["b", "a", "b", "c", "a"]),
+            vec![vec![0, 2], vec![1, 4], vec![3]]
+        );
+    }
+
+    #[test]
+    fn singleton_clusters_reduce_to_the_plain_statistics() {
+        let values: Vec<f64> = (0..57).map(|i| f64::from((i * 7 % 5) as u8) / 4.0).collect();
+        let singletons: Vec<Vec<usize>> = (0..values.len()).map(|i| vec![i]).collect();
+        assert_eq!(
+            cluster_bootstrap_mean_ci(&values, &singletons, 500, 0.95, 3).unwrap(),
+            bootstrap_mean_ci(&values, 500, 0.95, 3).unwrap()
+        );
+        let zeros = vec![0.0; values.len()];
+        let plain = paired_difference(&values, &zeros).unwrap().se;
+        assert!((clustered_mean_se(&values, &singletons).unwrap() - plain).abs() < 1e-15);
+    }
+
+    #[test]
+    fn clustered_se_matches_a_hand_computation() {
+        // Clusters {1, 1}, {0}, {0, 0, 1}: N = 6, mean 1/2, sums 2, 0, 1, sizes 2, 1, 3;
+        // residuals 1, -1/2, -1/2; m / (m - 1) = 3/2; se = sqrt(3/2 * 3/2) / 6 = 1/4.
+        let values = [1.0, 1.0, 0.0, 0.0, 0.0, 1.0];
+        let clusters = vec![vec![0, 1], vec![2], vec![3, 4, 5]];
+        assert!((clustered_mean_se(&values, &clusters).unwrap() - 0.25).abs() < 1e-15);
+    }
+
+    #[test]
+    fn correlated_clusters_widen_the_interval() {
+        // 20 keys of 5 tasks each; within a key every task has the same outcome, so the
+        // effective sample size is 20, not 100.
+        let values: Vec<f64> = (0..100).map(|i| f64::from(u8::from((i / 5) % 2 == 0))).collect();
+        let keys: Vec<usize> = (0..100).map(|i| i / 5).collect();
+        let clusters = clusters_of(&keys);
+        let [lo, hi] = cluster_bootstrap_mean_ci(&values, &clusters, 4000, 0.95, 1).unwrap();
+        let [plo, phi] = bootstrap_mean_ci(&values, 4000, 0.95, 1).unwrap();
+        assert!(hi - lo > 1.8 * (phi - plo), "[{lo}, {hi}] vs [{plo}, {phi}]");
+        // sqrt(0.25 / 20) = 0.112; CR1 adds sqrt(20/19).
+        let se = clustered_mean_se(&values, &clusters).unwrap();
+        assert!((se - (0.25f64 / 20.0 * 20.0 / 19.0).sqrt()).abs() < 1e-12, "{se}");
+    }
+
+    #[test]
+    fn malformed_clusters_name_the_field() {
+        let values = [1.0, 0.0, 1.0];
+        assert_eq!(
+            cluster_bootstrap_mean_ci(&values, &[vec![0, 1]], 10, 0.95, 0)
+                .unwrap_err()
+                .field,
+            "clusters"
+        );
+        assert_eq!(
+            clustered_mean_se(&values, &[vec![0, 1], vec![1, 2]])
+                .unwrap_err()
+                .field,
+            "clusters[1]"
+        );
+        assert_eq!(
+            clustered_mean_se(&values, &[vec![0, 1, 2]]).unwrap_err().field,
+            "clusters"
+        );
+    }
 
     /// `C(n, k)` by the multiplicative formula in exact integers (small `n` only).
     fn choose(n: u64, k: u64) -> u128 {
