@@ -29,9 +29,12 @@ pub struct TrainArgs {
     /// is used).
     #[arg(long)]
     pub resume: bool,
-    /// Start GRPO from the weights of this checkpoint (with --stage grpo).
+    /// Start the RL stage from the weights of this checkpoint (with --stage grpo or rs).
     #[arg(long)]
     pub init: Option<PathBuf>,
+    /// Override the config's seed (a fresh run only).
+    #[arg(long)]
+    pub seed: Option<u64>,
     /// Override the config's backend: auto, cpu or gpu.
     #[arg(long)]
     pub backend: Option<BackendChoice>,
@@ -72,6 +75,9 @@ pub fn run_train(args: &TrainArgs) -> Result<ExitCode> {
     if args.exit_on_stdin_eof {
         exit_when_stdin_closes();
     }
+    if args.resume && (args.seed.is_some() || args.init.is_some() || args.config.is_some()) {
+        anyhow::bail!("--resume: continues with the stored config; drop --config, --seed and --init");
+    }
     let mut trainer = if args.resume {
         let folder = checkpoint::latest(&args.out)?
             .with_context(|| format!("--resume: {} holds no checkpoint", args.out.display()))?;
@@ -97,6 +103,9 @@ pub fn run_train(args: &TrainArgs) -> Result<ExitCode> {
         if let Some(backend) = args.backend {
             config.backend = backend;
         }
+        if let Some(seed) = args.seed {
+            config.seed = seed;
+        }
         let (plain, name) = device::choose(config.backend)?;
         let mut trainer = Trainer::fresh(config, &args.out, plain)?;
         eprintln!(
@@ -105,8 +114,12 @@ pub fn run_train(args: &TrainArgs) -> Result<ExitCode> {
             burn::module::Module::num_params(&trainer.model)
         );
         if let Some(init) = &args.init {
+            let rl = args
+                .stage
+                .rl_stage()
+                .context("--init: starts an RL stage; use it with --stage grpo, rs or all")?;
             let folder = eval::resolve_checkpoint(init)?;
-            trainer.init_from(&folder)?;
+            trainer.init_from(&folder, rl)?;
             eprintln!("initialised from {}", folder.display());
         }
         trainer
@@ -140,12 +153,16 @@ pub fn run_plot(args: &PlotArgs) -> Result<ExitCode> {
 /// Arguments of `arlbook eval`.
 #[derive(Debug, Args)]
 pub struct EvalArgs {
-    /// A checkpoint folder, or a run folder (its latest checkpoint).
+    /// A checkpoint folder, or a run folder (its latest checkpoint); the arm `model`.
     #[arg(long)]
-    pub checkpoint: PathBuf,
-    /// Compare against this checkpoint on the same tasks and seeds.
+    pub checkpoint: Option<PathBuf>,
+    /// Compare against this checkpoint on the same tasks and seeds; the arm `baseline`.
     #[arg(long)]
     pub baseline: Option<PathBuf>,
+    /// A named arm, `NAME=PATH` (repeatable). Arms are `baseline`, `model`, then these;
+    /// every later arm is compared with the first, and each later pair with each other.
+    #[arg(long, value_name = "NAME=PATH")]
+    pub arm: Vec<String>,
     /// train, validation or test.
     #[arg(long, default_value = "test")]
     pub split: String,
@@ -170,9 +187,40 @@ pub struct EvalArgs {
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
-    /// Print the transcripts of the first N episodes before the report (not with --json).
+    /// Print the transcripts of the first N episodes of the first arm before the report
+    /// (not with --json).
     #[arg(long, default_value_t = 0)]
     pub show: usize,
+}
+
+/// The arms of an `eval` invocation, named, in order.
+fn eval_arms(args: &EvalArgs) -> Result<Vec<(String, PathBuf)>> {
+    let mut arms = Vec::new();
+    if let Some(path) = &args.baseline {
+        arms.push(("baseline".to_owned(), path.clone()));
+    }
+    if let Some(path) = &args.checkpoint {
+        arms.push(("model".to_owned(), path.clone()));
+    }
+    for spec in &args.arm {
+        let Some((name, path)) = spec.split_once('=') else {
+            anyhow::bail!("--arm: expected NAME=PATH, got {spec:?}");
+        };
+        if name.is_empty() || path.is_empty() {
+            anyhow::bail!("--arm: expected NAME=PATH with both parts, got {spec:?}");
+        }
+        if arms.iter().any(|(n, _)| n == name) {
+            anyhow::bail!("--arm: the name {name:?} is used twice");
+        }
+        arms.push((name.to_owned(), PathBuf::from(path)));
+    }
+    if arms.is_empty() {
+        anyhow::bail!("--checkpoint: give a checkpoint (or arms with --arm NAME=PATH)");
+    }
+    if args.baseline.is_some() && arms.len() == 1 {
+        anyhow::bail!("--baseline: needs --checkpoint (or an --arm) to compare with");
+    }
+    Ok(arms)
 }
 
 /// Runs `arlbook eval`.
@@ -198,39 +246,29 @@ pub fn run_eval(args: &EvalArgs) -> Result<ExitCode> {
         show: args.show,
     };
     eval::validate(&plan)?;
-    let (device, name) = device::choose(args.backend)?;
-    let folder = eval::resolve_checkpoint(&args.checkpoint)?;
-    eprintln!(
-        "evaluating {} on {} {} tasks x {} samples ({name})",
-        folder.display(),
-        args.tasks,
-        args.split,
-        args.samples
-    );
-    let result = eval::evaluate(&folder, &plan, &device)?;
-    for record in result.shown.iter().filter(|_| !args.json) {
+    let arms = eval_arms(args)?;
+    let folders = arms
+        .iter()
+        .map(|(name, path)| Ok((name.clone(), eval::resolve_checkpoint(path)?)))
+        .collect::<Result<Vec<_>>>()?;
+    let (device, device_name) = device::choose(args.backend)?;
+    let mut runs = Vec::with_capacity(folders.len());
+    for (name, folder) in folders {
+        eprintln!(
+            "evaluating {name} ({}) on {} {} tasks x {} samples ({device_name})",
+            folder.display(),
+            args.tasks,
+            args.split,
+            args.samples
+        );
+        runs.push((name, eval::run_checkpoint(&folder, &plan, &device)?));
+    }
+    let shown = runs.first().map_or(&[][..], |(_, r)| r.shown.as_slice());
+    for record in shown.iter().filter(|_| !args.json) {
         let task = arlbook_core::agent::generate_task(split, record.group_id);
         crate::env_cmd::print_transcript(&task, record);
     }
-    let (baseline, paired) = match &args.baseline {
-        Some(path) => {
-            let base_folder = eval::resolve_checkpoint(path)?;
-            eprintln!("evaluating the baseline {}", base_folder.display());
-            let base = eval::evaluate(&base_folder, &plan, &device)?;
-            let paired = eval::compare(&result, &base, args.samples, args.seed)?;
-            (Some(base), Some(paired))
-        }
-        None => (None, None),
-    };
-    let report = Report {
-        split: args.split.clone(),
-        tasks: args.tasks,
-        samples: args.samples,
-        temperature: args.temperature,
-        result,
-        baseline,
-        paired,
-    };
+    let report = eval::report(&plan, &runs)?;
     if args.json {
         crate::output::outln!("{}", serde_json::to_string_pretty(&report)?);
     } else {
@@ -239,43 +277,55 @@ pub fn run_eval(args: &EvalArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn print_report(report: &Report) {
-    let line = |name: &str, r: &eval::CheckpointResult| {
-        let mut text = format!(
-            "{name:<9} success {:.3} [{:.3}, {:.3}]",
-            r.success.mean, r.success.ci95[0], r.success.ci95[1]
+fn summary_text(summary: &eval::Summary) -> String {
+    let mut text = format!(
+        "success {:.3} [{:.3}, {:.3}]",
+        summary.success.mean, summary.success.ci95[0], summary.success.ci95[1]
+    );
+    for p in &summary.pass_at_k {
+        let _ = write!(
+            text,
+            "  pass@{} {:.3} [{:.3}, {:.3}]",
+            p.k, p.estimate.mean, p.estimate.ci95[0], p.estimate.ci95[1]
         );
-        for p in &r.pass_at_k {
-            let _ = write!(
-                text,
-                "  pass@{} {:.3} [{:.3}, {:.3}]",
-                p.k, p.estimate.mean, p.estimate.ci95[0], p.estimate.ci95[1]
-            );
-        }
-        text
-    };
+    }
+    let _ = write!(text, "  ({} tasks, {} keys)", summary.tasks, summary.keys);
+    text
+}
+
+fn paired_text(p: &eval::Paired) -> String {
+    format!(
+        "{:+.3} (se {:.3}); 95% normal [{:+.3}, {:+.3}], bootstrap [{:+.3}, {:+.3}]{}",
+        p.difference,
+        p.se,
+        p.ci95_normal[0],
+        p.ci95_normal[1],
+        p.ci95_bootstrap[0],
+        p.ci95_bootstrap[1],
+        if p.significant { "  (significant)" } else { "" }
+    )
+}
+
+fn print_report(report: &Report) {
     crate::output::outln!(
-        "{} split, {} tasks x {} samples, temperature {}",
+        "{} split, {} tasks x {} samples, temperature {}; intervals resample problem keys",
         report.split,
         report.tasks,
         report.samples,
         report.temperature
     );
-    crate::output::outln!("{}", line("model", &report.result));
-    if let Some(base) = &report.baseline {
-        crate::output::outln!("{}", line("baseline", base));
+    for arm in &report.arms {
+        crate::output::outln!("{:<9} all     {}", arm.name, summary_text(&arm.overall));
+        for (tier, summary) in &arm.tiers {
+            crate::output::outln!("{:<9} tier {tier:<2} {}", "", summary_text(summary));
+        }
     }
-    if let Some(p) = &report.paired {
-        crate::output::outln!(
-            "paired difference {:+.3} (se {:.3}); 95% normal [{:+.3}, {:+.3}], bootstrap [{:+.3}, {:+.3}]{}",
-            p.difference,
-            p.se,
-            p.ci95_normal[0],
-            p.ci95_normal[1],
-            p.ci95_bootstrap[0],
-            p.ci95_bootstrap[1],
-            if p.significant { "  (significant)" } else { "" }
-        );
+    for pair in &report.pairs {
+        crate::output::outln!("{} - {}", pair.a, pair.b);
+        crate::output::outln!("  all     {}", paired_text(&pair.overall));
+        for (tier, paired) in &pair.tiers {
+            crate::output::outln!("  tier {tier:<2} {}", paired_text(paired));
+        }
     }
 }
 

@@ -192,13 +192,17 @@ fn a_tiny_run_trains_both_stages_and_logs_every_metric() {
         String::from_utf8_lossy(&eval.stderr)
     );
     let report: Value = serde_json::from_slice(&eval.stdout).unwrap();
-    let success = &report["result"]["success"];
+    let arms = report["arms"].as_array().unwrap();
+    assert_eq!(arms[0]["name"], "baseline");
+    assert_eq!(arms[1]["name"], "model");
+    let success = &arms[1]["overall"]["success"];
     let mean = success["mean"].as_f64().unwrap();
     let ci = success["ci95"].as_array().unwrap();
     assert!((0.0..=1.0).contains(&mean));
     assert!(ci[0].as_f64().unwrap() <= mean && mean <= ci[1].as_f64().unwrap());
-    assert_eq!(report["result"]["pass_at_k"].as_array().unwrap().len(), 2);
-    assert!(report["paired"]["se"].as_f64().is_some());
+    assert_eq!(arms[1]["overall"]["pass_at_k"].as_array().unwrap().len(), 2);
+    assert_eq!(report["pairs"][0]["a"], "model");
+    assert!(report["pairs"][0]["overall"]["se"].as_f64().is_some());
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -281,6 +285,169 @@ fn a_run_killed_with_sigkill_resumes_without_lost_or_duplicated_rows() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// `TINY` with checkpoint selection on validation and a rejection-sampling arm.
+fn tiny_with_arms() -> String {
+    format!(
+        "{TINY}
+[rs]
+steps = 4
+learning_rate = 1e-3
+
+[selection]
+enabled = true
+sft_steps = [4]
+rl_steps = [2]
+tasks = 4
+samples = 2
+gate_tasks = 3
+gate_samples = 2
+min_gap = 0.5
+"
+    )
+}
+
+/// The cluster-robust standard error of the mean of `values` grouped by `keys`,
+/// written out here independently of the binary's.
+fn clustered_se(values: &[f64], keys: &[String]) -> f64 {
+    let mut sums: std::collections::BTreeMap<&str, (f64, f64)> = std::collections::BTreeMap::new();
+    for (v, k) in values.iter().zip(keys) {
+        let entry = sums.entry(k.as_str()).or_default();
+        entry.0 += v;
+        entry.1 += 1.0;
+    }
+    let n = values.len() as f64;
+    let mean = values.iter().sum::<f64>() / n;
+    let m = sums.len() as f64;
+    let spread: f64 = sums.values().map(|(s, c)| (s - mean * c).powi(2)).sum();
+    (m / (m - 1.0) * spread).sqrt() / n
+}
+
+#[test]
+fn arms_start_from_the_checkpoint_chosen_on_validation_and_eval_clusters_by_key() {
+    let dir = scratch("arms");
+    let config = write_config(&dir, &tiny_with_arms());
+    let out = dir.join("run");
+    let result = train(&config, &out, &[]);
+    let stderr = String::from_utf8_lossy(&result.stderr);
+    assert!(result.status.success(), "{stderr}");
+    // The gate's gap threshold is set so high that it warns, and says why.
+    assert!(stderr.contains("gate: validation pass@2 - pass@1"), "{stderr}");
+    let run_rows = rows(&out);
+    let selections: Vec<&Value> = run_rows.iter().filter(|r| r["stage"] == "selection").collect();
+    assert_eq!(selections.len(), 2, "{selections:?}");
+    assert_eq!(selections[0]["arm"], "sft");
+    let sft_candidates: Vec<u64> = selections[0]["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["step"].as_u64().unwrap())
+        .collect();
+    assert_eq!(sft_candidates, vec![4, 6]);
+    assert_eq!(selections[1]["arm"], "grpo");
+    assert!(run_rows.iter().any(|r| r["stage"] == "gate"));
+    let summary: Value =
+        serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+    let chosen = PathBuf::from(summary["selection"]["sft"]["chosen"].as_str().unwrap());
+    assert!(chosen.join("state.json").is_file(), "the candidates are kept");
+    assert!(summary["selection"]["gate"]["warning"].is_string());
+    let grpo_cost = &summary["cost"]["grpo"];
+    assert_eq!(grpo_cost["rollouts_generated"].as_f64().unwrap(), 4.0 * 6.0);
+    assert!(grpo_cost["training_keys"].as_f64().unwrap() >= 1.0);
+    assert!(summary["cost"]["sft"]["training_keys"].as_f64().unwrap() >= 1.0);
+
+    // The rejection-sampling arm from the same checkpoint, in its own folder.
+    let rs = dir.join("rs");
+    let result = train(
+        &config,
+        &rs,
+        &["--stage", "rs", "--init", chosen.to_str().unwrap()],
+    );
+    assert!(
+        result.status.success(),
+        "{}",
+        String::from_utf8_lossy(&result.stderr)
+    );
+    let rs_rows = rows(&rs);
+    let steps: Vec<u64> = rs_rows
+        .iter()
+        .filter(|r| r["stage"] == "rs")
+        .map(|r| r["step"].as_u64().unwrap())
+        .collect();
+    assert_eq!(steps, vec![1, 2, 3, 4]);
+    for row in rs_rows.iter().filter(|r| r["stage"] == "rs") {
+        // The same collector and batch size as GRPO, no filter: 2 tasks x 3 rollouts.
+        assert_eq!(row["rollouts_sampled"], 6, "{row}");
+        assert!(row["rollouts_used"].as_u64().unwrap() <= 6);
+    }
+    assert!(rs_rows.iter().any(|r| r["stage"] == "selection" && r["arm"] == "rs"));
+
+    // Three arms on the same test tasks; pairs GRPO - SFT, RS - SFT and GRPO - RS.
+    let eval = Command::new(BIN)
+        .args(["eval", "--arm"])
+        .arg(format!("sft={}", chosen.display()))
+        .arg("--arm")
+        .arg(format!("grpo={}", out.display()))
+        .arg("--arm")
+        .arg(format!("rs={}", rs.display()))
+        .args([
+            "--split", "test", "--tasks", "8", "--samples", "2", "--k", "1,2", "--json",
+            "--backend", "cpu",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        eval.status.success(),
+        "{}",
+        String::from_utf8_lossy(&eval.stderr)
+    );
+    let report: Value = serde_json::from_slice(&eval.stdout).unwrap();
+    let pairs: Vec<(String, String)> = report["pairs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["a"].as_str().unwrap().to_owned(),
+                p["b"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let names = |a: &str, b: &str| (a.to_owned(), b.to_owned());
+    assert_eq!(
+        pairs,
+        vec![names("grpo", "sft"), names("rs", "sft"), names("grpo", "rs")]
+    );
+    // The standard errors cluster by problem key: recomputed from the per-task output.
+    let tasks = report["task_list"].as_array().unwrap();
+    let keys: Vec<String> = tasks
+        .iter()
+        .map(|t| t["key"].as_str().unwrap().to_owned())
+        .collect();
+    let successes = |arm: usize| -> Vec<f64> {
+        report["arms"][arm]["successes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c.as_f64().unwrap())
+            .collect()
+    };
+    let diffs: Vec<f64> = successes(1)
+        .iter()
+        .zip(successes(0))
+        .map(|(a, b)| (a - b) / 2.0)
+        .collect();
+    let se = report["pairs"][0]["overall"]["se"].as_f64().unwrap();
+    assert!((se - clustered_se(&diffs, &keys)).abs() < 1e-12, "{se}");
+    let tier_tasks: u64 = report["arms"][0]["tiers"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|t| t["tasks"].as_u64().unwrap())
+        .sum();
+    assert_eq!(tier_tasks, 8);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn config_errors_name_the_field_and_exit_nonzero() {
     let dir = scratch("bad");
@@ -290,6 +457,8 @@ fn config_errors_name_the_field_and_exit_nonzero() {
         ("[grpo]\nreduction = \"average\"\n", "reduction"),
         ("[sft]\nlearning_rate = -1.0\n", "sft.learning_rate"),
         ("[grpo]\nunknown_knob = 1\n", "unknown_knob"),
+        ("[selection]\nsft_steps = [0]\n", "selection.sft_steps"),
+        ("[rs]\nlearning_rate = 2.0\n", "rs.learning_rate"),
     ] {
         let config = write_config(&dir, text);
         let result = train(&config, &dir.join("never"), &["--backend", "cpu"]);

@@ -6,8 +6,9 @@
 //! rollouts waiting in the lag pipeline). It is written under a temporary name and
 //! renamed into place, then `checkpoints/latest` is replaced (again by rename), so a
 //! kill at any instant leaves the previous checkpoint intact and `latest` pointing at a
-//! complete one. The newest two checkpoints are kept, and the last SFT checkpoint
-//! (the baseline of the GRPO stage) is never removed. The random draws of a step are derived from the seed and the step
+//! complete one. The newest two checkpoints are kept; the last SFT checkpoint
+//! (the baseline of the RL stages) and the selection candidates
+//! (`selection.sft_steps`, `selection.rl_steps`) are never removed. The random draws of a step are derived from the seed and the step
 //! (see `grpo`), so the position is the whole random state.
 
 use std::fs;
@@ -40,6 +41,10 @@ pub struct PendingBatch {
     pub discarded: std::collections::BTreeMap<String, usize>,
     /// Groups kept over groups sampled.
     pub effective_fraction: f64,
+    /// The problem keys of every task sampled, refills included (empty in checkpoints
+    /// written before this field existed).
+    #[serde(default)]
+    pub task_keys: Vec<String>,
 }
 
 /// A rollout as stored in `state.json`.
@@ -141,12 +146,13 @@ pub fn save(out: &Path, state: &State, fill: impl FnOnce(&Path) -> Result<()>) -
     let pointer_tmp = root.join(".latest.tmp");
     fs::write(&pointer_tmp, &name)?;
     fs::rename(&pointer_tmp, root.join("latest"))?;
-    prune(&root, &name)?;
+    prune(&root, &name, &|p| state.config.is_candidate(p))?;
     Ok(folder)
 }
 
-/// Removes all but the newest [`KEEP`] checkpoints (and stray partial folders).
-fn prune(root: &Path, newest: &str) -> Result<()> {
+/// Removes all but the newest [`KEEP`] checkpoints (and stray partial folders), the
+/// last SFT checkpoint and the candidates `keep` names excepted.
+fn prune(root: &Path, newest: &str, keep: &dyn Fn(Position) -> bool) -> Result<()> {
     let mut names: Vec<String> = fs::read_dir(root)?
         .filter_map(Result::ok)
         .filter(|e| e.path().is_dir())
@@ -172,6 +178,7 @@ fn prune(root: &Path, newest: &str) -> Result<()> {
         .rev()
         .find(|(p, _)| p.stage == 0)
         .map(|(_, n)| (*n).clone());
+    ordered.retain(|(p, _)| !keep(*p));
     let excess = ordered.len().saturating_sub(KEEP);
     for (_, name) in ordered.into_iter().take(excess) {
         if name != newest && Some(name) != last_sft.as_ref() {
@@ -183,15 +190,15 @@ fn prune(root: &Path, newest: &str) -> Result<()> {
 
 fn parse_folder(name: &str) -> Option<Position> {
     let (stage, step) = name.split_once('-')?;
-    let stage = match stage {
-        "sft" => 0,
-        "grpo" => 1,
-        _ => return None,
-    };
     Some(Position {
-        stage,
+        stage: Position::stage_of(stage)?,
         step: step.parse().ok()?,
     })
+}
+
+/// The folder of the checkpoint at `position` in the run `out` (which may not exist).
+pub fn folder_of(out: &Path, position: Position) -> PathBuf {
+    root(out).join(folder_name(position))
 }
 
 /// Reads `state.json` of a checkpoint folder.

@@ -244,6 +244,74 @@ impl Default for ValidationConfig {
     }
 }
 
+/// Rejection-sampling SFT (expert iteration), the arm that asks how much of GRPO's
+/// gain is extra data: each step collects the batch GRPO's step would (the same
+/// tasks, seeds, `tasks_per_batch` x `group_size` rollouts at `grpo.temperature`, no
+/// dynamic-sampling filter) and takes one step of negative log-likelihood on the
+/// action tokens of the successful rollouts only.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RsConfig {
+    /// Optimizer steps (one collected batch each). Default 40.
+    pub steps: usize,
+    /// Constant learning rate. Default 1e-4.
+    pub learning_rate: f64,
+}
+
+impl Default for RsConfig {
+    fn default() -> Self {
+        Self {
+            steps: 40,
+            learning_rate: 1e-4,
+        }
+    }
+}
+
+/// Choosing checkpoints on validation, and the gate before reinforcement learning.
+///
+/// With `enabled`, the checkpoints at `sft_steps` (and the last SFT step) are scored on
+/// validation by success at `grpo.temperature` over `tasks` tasks x `samples`
+/// samples; GRPO starts from the best (ties go to the later step). At that checkpoint
+/// the gate measures validation pass@1 and pass@`gate_samples` over `gate_tasks`
+/// tasks and warns when their gap is below `min_gap`. After GRPO or RS, the
+/// checkpoints at `rl_steps` (and the last step) are scored the same way. The choices
+/// and their numbers go to the metrics, the log and `summary.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SelectionConfig {
+    /// Whether to select. Default false (GRPO starts from the last SFT step).
+    pub enabled: bool,
+    /// SFT steps whose checkpoints are candidates, besides the last. Default none.
+    pub sft_steps: Vec<usize>,
+    /// GRPO or RS steps whose checkpoints are candidates, besides the last. Default none.
+    pub rl_steps: Vec<usize>,
+    /// Validation tasks scored per candidate. Default 150.
+    pub tasks: usize,
+    /// Samples per task. Default 2.
+    pub samples: usize,
+    /// Validation tasks of the gate. Default 32.
+    pub gate_tasks: usize,
+    /// Samples per task of the gate (its `k`). Default 8.
+    pub gate_samples: usize,
+    /// The gate warns when pass@k - pass@1 is below this. Default 0.05.
+    pub min_gap: f64,
+}
+
+impl Default for SelectionConfig {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            sft_steps: Vec::new(),
+            rl_steps: Vec::new(),
+            tasks: 150,
+            samples: 2,
+            gate_tasks: 32,
+            gate_samples: 8,
+            min_gap: 0.05,
+        }
+    }
+}
+
 /// A whole training run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -262,8 +330,12 @@ pub struct TrainConfig {
     pub sft: SftConfig,
     /// Reinforcement learning.
     pub grpo: GrpoConfig,
+    /// The rejection-sampling arm (`--stage rs`).
+    pub rs: RsConfig,
     /// Validation.
     pub validation: ValidationConfig,
+    /// Checkpoint selection on validation and the gate before RL.
+    pub selection: SelectionConfig,
 }
 
 impl Default for TrainConfig {
@@ -281,7 +353,9 @@ impl Default for TrainConfig {
             },
             sft: SftConfig::default(),
             grpo: GrpoConfig::default(),
+            rs: RsConfig::default(),
             validation: ValidationConfig::default(),
+            selection: SelectionConfig::default(),
         }
     }
 }
@@ -416,6 +490,7 @@ impl TrainConfig {
             "must be finite and >= 0",
         )?;
         positive_rate("grpo.learning_rate", g.learning_rate)?;
+        positive_rate("rs.learning_rate", self.rs.learning_rate)?;
         require(
             g.grad_clip.is_finite() && g.grad_clip >= 0.0,
             "grpo.grad_clip",
@@ -478,7 +553,62 @@ impl TrainConfig {
             (1..=100_000_000).contains(&h.step_limit),
             "harness.step_limit",
             "must be in 1..=100000000",
+        )?;
+        require(
+            self.rs.steps <= MAX_STEPS,
+            "rs.steps",
+            &format!("must be at most {MAX_STEPS}"),
+        )?;
+        self.validate_selection()
+    }
+
+    fn validate_selection(&self) -> Result<()> {
+        let v = &self.selection;
+        let sft_total = self.sft.total_steps();
+        let rl_most = self.grpo.steps.max(self.rs.steps);
+        require(
+            v.sft_steps.iter().all(|&s| (1..=sft_total).contains(&s)),
+            "selection.sft_steps",
+            "every step must be in 1..=sft.steps + sft.recovery_steps",
+        )?;
+        require(
+            v.rl_steps.iter().all(|&s| (1..=rl_most).contains(&s)),
+            "selection.rl_steps",
+            "every step must be in 1..=the larger of grpo.steps and rs.steps",
+        )?;
+        require(
+            v.sft_steps.len() + v.rl_steps.len() <= 64,
+            "selection.sft_steps",
+            "at most 64 candidate steps in all (each keeps a checkpoint on disk)",
+        )?;
+        for (value, field, least) in [
+            (v.tasks, "selection.tasks", 2),
+            (v.samples, "selection.samples", 1),
+            (v.gate_tasks, "selection.gate_tasks", 2),
+            (v.gate_samples, "selection.gate_samples", 1),
+        ] {
+            require(
+                (least..=MAX_BATCH * 64).contains(&value),
+                field,
+                &format!("must be in {least}..={}", MAX_BATCH * 64),
+            )?;
+        }
+        require(
+            v.min_gap.is_finite() && (0.0..=1.0).contains(&v.min_gap),
+            "selection.min_gap",
+            "must be in [0, 1]",
         )
+    }
+
+    /// Whether the checkpoint at `position` is a selection candidate, kept on disk
+    /// until the run ends.
+    pub fn is_candidate(&self, position: super::metrics::Position) -> bool {
+        let v = &self.selection;
+        v.enabled
+            && match position.stage {
+                0 => v.sft_steps.contains(&position.step),
+                _ => v.rl_steps.contains(&position.step),
+            }
     }
 }
 

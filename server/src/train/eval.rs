@@ -1,19 +1,25 @@
-//! Evaluation of checkpoints on a split: success (pass@1), unbiased pass@k and 95%
-//! intervals by a problem-level bootstrap, and the paired difference between two
-//! checkpoints on the same tasks with the same episode seeds.
+//! Evaluation of checkpoints on a split: success (pass@1), unbiased pass@k, 95%
+//! intervals that resample problem keys, results per tier, and paired differences
+//! between arms on the same tasks with the same episode seeds.
 //!
 //! For task `i` with `n` samples and `c_i` successes, pass@k is the unbiased
-//! `1 - C(n - c_i, k) / C(n, k)` (Chen et al. 2021) averaged over tasks; the interval
-//! resamples tasks, not episodes, because episodes of one task are correlated
-//! (`core::math::eval::bootstrap_mean_ci`). The paired difference uses per-task
-//! success rates `a_i - b_i`: mean, standard error `sd / sqrt(T)`, the normal 95%
-//! interval and the bootstrap interval (`core::math::eval::paired_difference`).
+//! `1 - C(n - c_i, k) / C(n, k)` (Chen et al. 2021) averaged over tasks. Tasks that
+//! share a problem key are one cluster: their outcomes are correlated (the same
+//! program with other constants), so intervals come from the cluster bootstrap and
+//! standard errors are cluster-robust (`core::math::eval::cluster_bootstrap_mean_ci`,
+//! `clustered_mean_se`). The paired difference of arms `a - b` uses per-task success
+//! rates `a_i - b_i`: mean, clustered standard error, the normal interval
+//! `mean -+ 1.96 se` and the cluster-bootstrap interval. Each statistic is given over
+//! all tasks and over each tier's tasks (validation and test keys are tier A or B).
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Result, bail};
-use arlbook_core::agent::{EpisodeIds, Split, generate_task};
-use arlbook_core::math::eval::{Z_95, bootstrap_mean_ci, paired_difference, pass_at_k};
+use arlbook_core::agent::{EpisodeIds, EpisodeRecord, Split, Task, generate_task};
+use arlbook_core::math::eval::{
+    Z_95, cluster_bootstrap_mean_ci, clustered_mean_se, clusters_of, pass_at_k,
+};
 use burn::prelude::*;
 use serde::Serialize;
 
@@ -49,12 +55,33 @@ pub struct EvalPlan {
     pub show: usize,
 }
 
-/// A mean with its 95% bootstrap interval.
+impl EvalPlan {
+    /// The plan's tasks, in order.
+    pub fn task_list(&self) -> Vec<Task> {
+        (0..self.tasks)
+            .map(|i| generate_task(self.split, i as u64))
+            .collect()
+    }
+}
+
+/// One task of the plan, as the report lists it (enough to recompute every statistic).
+#[derive(Debug, Clone, Serialize)]
+pub struct TaskInfo {
+    /// The task's seed in its split.
+    pub seed: u64,
+    /// Its problem key (the cluster).
+    pub key: String,
+    /// Its tier (`A` or `B`; absent in the training split).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tier: Option<&'static str>,
+}
+
+/// A mean with its 95% interval.
 #[derive(Debug, Clone, Serialize)]
 pub struct Estimate {
     /// The mean over tasks.
     pub mean: f64,
-    /// 95% percentile-bootstrap interval over tasks.
+    /// 95% cluster-bootstrap interval (problem keys resampled).
     pub ci95: [f64; 2],
 }
 
@@ -68,35 +95,75 @@ pub struct PassAtK {
     pub estimate: Estimate,
 }
 
-/// One checkpoint's results.
+/// Success and pass@k over a set of tasks.
 #[derive(Debug, Clone, Serialize)]
-pub struct CheckpointResult {
-    /// The checkpoint folder.
-    pub checkpoint: PathBuf,
-    /// Successes per task.
-    pub successes: Vec<usize>,
-    /// Success rate (pass@1).
+pub struct Summary {
+    /// Tasks in the set.
+    pub tasks: usize,
+    /// Distinct problem keys among them (the clusters).
+    pub keys: usize,
+    /// Success rate (pass@1 at the plan's temperature).
     pub success: Estimate,
     /// pass@k.
     pub pass_at_k: Vec<PassAtK>,
-    /// The first [`EvalPlan::show`] episodes, for display.
-    #[serde(skip)]
-    pub shown: Vec<arlbook_core::agent::EpisodeRecord>,
 }
 
-/// The paired comparison `a - b`.
+/// One checkpoint's episodes: successes per task.
+#[derive(Debug, Clone)]
+pub struct CheckpointRun {
+    /// The checkpoint folder.
+    pub checkpoint: PathBuf,
+    /// Successes per task, in plan order.
+    pub successes: Vec<usize>,
+    /// The first [`EvalPlan::show`] episodes, for display.
+    pub shown: Vec<EpisodeRecord>,
+}
+
+/// One arm of a report.
+#[derive(Debug, Clone, Serialize)]
+pub struct ArmResult {
+    /// The arm's name (`model`, `baseline`, or the name given with `--arm`).
+    pub name: String,
+    /// The checkpoint folder.
+    pub checkpoint: PathBuf,
+    /// Successes per task, in the order of [`Report::task_list`].
+    pub successes: Vec<usize>,
+    /// Over all tasks.
+    pub overall: Summary,
+    /// Per tier (`A`, `B`), for tiers with at least one task.
+    pub tiers: BTreeMap<String, Summary>,
+}
+
+/// The paired comparison `a - b` over a set of tasks.
 #[derive(Debug, Clone, Serialize)]
 pub struct Paired {
     /// Mean per-task difference in success rate.
     pub difference: f64,
-    /// Its standard error.
+    /// Its cluster-robust standard error.
     pub se: f64,
     /// `difference -+ 1.96 se`.
     pub ci95_normal: [f64; 2],
-    /// Percentile bootstrap interval of the mean difference.
+    /// Cluster-bootstrap interval of the mean difference.
     pub ci95_bootstrap: [f64; 2],
     /// Whether both intervals exclude 0.
     pub significant: bool,
+    /// Tasks compared.
+    pub tasks: usize,
+    /// Problem keys among them.
+    pub keys: usize,
+}
+
+/// Arm `a` against arm `b`.
+#[derive(Debug, Clone, Serialize)]
+pub struct PairResult {
+    /// The first arm's name.
+    pub a: String,
+    /// The second arm's name.
+    pub b: String,
+    /// Over all tasks.
+    pub overall: Paired,
+    /// Per tier, for tiers with at least two keys.
+    pub tiers: BTreeMap<String, Paired>,
 }
 
 /// The report of `arlbook eval`.
@@ -110,12 +177,15 @@ pub struct Report {
     pub samples: usize,
     /// Temperature.
     pub temperature: f64,
-    /// The evaluated checkpoint.
-    pub result: CheckpointResult,
-    /// The baseline, when one was given.
-    pub baseline: Option<CheckpointResult>,
-    /// `result - baseline`, when a baseline was given.
-    pub paired: Option<Paired>,
+    /// Seed of the episodes and of the bootstrap.
+    pub seed: u64,
+    /// The tasks, in order: seed, key and tier.
+    pub task_list: Vec<TaskInfo>,
+    /// Every arm's results.
+    pub arms: Vec<ArmResult>,
+    /// Each later arm against the first, then each pair of later arms (earlier minus
+    /// later).
+    pub pairs: Vec<PairResult>,
 }
 
 /// A checkpoint folder: the folder itself when it holds `state.json`, else the latest
@@ -138,14 +208,13 @@ fn fe(e: arlbook_core::FieldError) -> anyhow::Error {
     anyhow::anyhow!("{}: {}", e.field, e.message)
 }
 
-/// Runs `plan` on one checkpoint.
-pub fn evaluate(folder: &Path, plan: &EvalPlan, device: &Device) -> Result<CheckpointResult> {
+/// Runs `plan`'s episodes on one checkpoint.
+pub fn run_checkpoint(folder: &Path, plan: &EvalPlan, device: &Device) -> Result<CheckpointRun> {
     let state = checkpoint::read_state(folder)?;
     let config: TrainConfig = state.config;
     let model = load_model(&config, &folder.join("model.bpk"), device)?;
     let mut specs = Vec::with_capacity(plan.tasks * plan.samples);
-    for i in 0..plan.tasks {
-        let task = generate_task(plan.split, i as u64);
+    for (i, task) in plan.task_list().into_iter().enumerate() {
         for j in 0..plan.samples {
             specs.push(EpisodeSpec {
                 task: task.clone(),
@@ -169,76 +238,184 @@ pub fn evaluate(folder: &Path, plan: &EvalPlan, device: &Device) -> Result<Check
             successes[rollout.record.group_id as usize] += 1;
         }
     }
-    let n = plan.samples as u64;
-    let rate: Vec<f64> = successes
-        .iter()
-        .map(|&c| c as f64 / plan.samples as f64)
-        .collect();
-    let success = estimate(&rate, plan.seed)?;
-    let pass = plan
-        .ks
-        .iter()
-        .map(|&k| {
-            let values: Vec<f64> = successes
-                .iter()
-                .map(|&c| pass_at_k(n, c as u64, k as u64))
-                .collect::<std::result::Result<_, _>>()
-                .map_err(fe)?;
-            Ok(PassAtK {
-                k,
-                estimate: estimate(&values, plan.seed)?,
-            })
-        })
-        .collect::<Result<Vec<_>>>()?;
     let shown = rollouts
         .into_iter()
         .take(plan.show)
         .map(|r| r.record)
         .collect();
-    Ok(CheckpointResult {
+    Ok(CheckpointRun {
         checkpoint: folder.to_owned(),
         successes,
-        success,
-        pass_at_k: pass,
         shown,
     })
 }
 
-fn estimate(values: &[f64], seed: u64) -> Result<Estimate> {
+/// The task sets a report covers: all tasks, then each tier present, by name.
+fn subsets(tasks: &[Task]) -> Vec<(Option<String>, Vec<usize>)> {
+    let mut sets = vec![(None, (0..tasks.len()).collect::<Vec<_>>())];
+    let mut tiers: BTreeMap<&'static str, Vec<usize>> = BTreeMap::new();
+    for (i, task) in tasks.iter().enumerate() {
+        if let Some(tier) = task.tier {
+            tiers.entry(tier.name()).or_default().push(i);
+        }
+    }
+    sets.extend(tiers.into_iter().map(|(n, s)| (Some(n.to_owned()), s)));
+    sets
+}
+
+/// The clusters (by problem key) of the tasks `subset`, as indices into `subset`.
+fn key_clusters(tasks: &[Task], subset: &[usize]) -> Vec<Vec<usize>> {
+    let keys: Vec<&str> = subset.iter().map(|&i| tasks[i].key.as_str()).collect();
+    clusters_of(&keys)
+}
+
+fn estimate(values: &[f64], clusters: &[Vec<usize>], seed: u64) -> Result<Estimate> {
     let mean = values.iter().sum::<f64>() / values.len().max(1) as f64;
-    let ci95 = bootstrap_mean_ci(values, RESAMPLES, 0.95, seed).map_err(fe)?;
+    let ci95 = cluster_bootstrap_mean_ci(values, clusters, RESAMPLES, 0.95, seed).map_err(fe)?;
     Ok(Estimate { mean, ci95 })
 }
 
-/// The paired comparison of two results on the same tasks.
+/// Success and pass@k of `successes` over the tasks `subset`.
+pub fn summarise(
+    successes: &[usize],
+    tasks: &[Task],
+    subset: &[usize],
+    plan: &EvalPlan,
+) -> Result<Summary> {
+    let clusters = key_clusters(tasks, subset);
+    let n = plan.samples as u64;
+    let rate: Vec<f64> = subset
+        .iter()
+        .map(|&i| successes[i] as f64 / plan.samples as f64)
+        .collect();
+    let pass = plan
+        .ks
+        .iter()
+        .map(|&k| {
+            let values: Vec<f64> = subset
+                .iter()
+                .map(|&i| pass_at_k(n, successes[i] as u64, k as u64))
+                .collect::<std::result::Result<_, _>>()
+                .map_err(fe)?;
+            Ok(PassAtK {
+                k,
+                estimate: estimate(&values, &clusters, plan.seed)?,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Summary {
+        tasks: subset.len(),
+        keys: clusters.len(),
+        success: estimate(&rate, &clusters, plan.seed)?,
+        pass_at_k: pass,
+    })
+}
+
+/// The paired comparison `a - b` over the tasks `subset`.
 pub fn compare(
-    a: &CheckpointResult,
-    b: &CheckpointResult,
-    samples: usize,
-    seed: u64,
+    a: &[usize],
+    b: &[usize],
+    tasks: &[Task],
+    subset: &[usize],
+    plan: &EvalPlan,
 ) -> Result<Paired> {
-    let rate = |r: &CheckpointResult| -> Vec<f64> {
-        r.successes
-            .iter()
-            .map(|&c| c as f64 / samples as f64)
-            .collect()
-    };
-    let (ra, rb) = (rate(a), rate(b));
-    let paired = paired_difference(&ra, &rb).map_err(fe)?;
-    let diffs: Vec<f64> = ra.iter().zip(&rb).map(|(x, y)| x - y).collect();
-    let ci95_bootstrap = bootstrap_mean_ci(&diffs, RESAMPLES, 0.95, seed).map_err(fe)?;
-    let ci95_normal = [
-        paired.mean - Z_95 * paired.se,
-        paired.mean + Z_95 * paired.se,
-    ];
+    let clusters = key_clusters(tasks, subset);
+    let samples = plan.samples as f64;
+    let diffs: Vec<f64> = subset
+        .iter()
+        .map(|&i| (a[i] as f64 - b[i] as f64) / samples)
+        .collect();
+    let difference = diffs.iter().sum::<f64>() / diffs.len().max(1) as f64;
+    let se = clustered_mean_se(&diffs, &clusters).map_err(fe)?;
+    let ci95_bootstrap =
+        cluster_bootstrap_mean_ci(&diffs, &clusters, RESAMPLES, 0.95, plan.seed).map_err(fe)?;
+    let ci95_normal = [difference - Z_95 * se, difference + Z_95 * se];
     let significant = (ci95_normal[0] > 0.0 || ci95_normal[1] < 0.0)
         && (ci95_bootstrap[0] > 0.0 || ci95_bootstrap[1] < 0.0);
     Ok(Paired {
-        difference: paired.mean,
-        se: paired.se,
+        difference,
+        se,
         ci95_normal,
         ci95_bootstrap,
         significant,
+        tasks: subset.len(),
+        keys: clusters.len(),
+    })
+}
+
+/// The pairs a report compares, as `(a, b)` for `a - b`: each later arm against the
+/// first, then each later arm against each one after it.
+pub fn pair_order(arms: usize) -> Vec<(usize, usize)> {
+    let mut pairs: Vec<(usize, usize)> = (1..arms).map(|i| (i, 0)).collect();
+    for i in 1..arms {
+        pairs.extend((i + 1..arms).map(|j| (i, j)));
+    }
+    pairs
+}
+
+/// The report over `runs` (named arms, all on `plan`).
+pub fn report(plan: &EvalPlan, runs: &[(String, CheckpointRun)]) -> Result<Report> {
+    let tasks = plan.task_list();
+    let sets = subsets(&tasks);
+    let arms = runs
+        .iter()
+        .map(|(name, run)| {
+            let mut tiers = BTreeMap::new();
+            let mut overall = None;
+            for (tier, subset) in &sets {
+                let summary = summarise(&run.successes, &tasks, subset, plan)?;
+                match tier {
+                    Some(tier) => {
+                        tiers.insert(tier.clone(), summary);
+                    }
+                    None => overall = Some(summary),
+                }
+            }
+            Ok(ArmResult {
+                name: name.clone(),
+                checkpoint: run.checkpoint.clone(),
+                successes: run.successes.clone(),
+                overall: overall.ok_or_else(|| anyhow::anyhow!("no tasks"))?,
+                tiers,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let pairs = pair_order(runs.len())
+        .into_iter()
+        .map(|(i, j)| {
+            let (a, b) = (&runs[i].1.successes, &runs[j].1.successes);
+            let overall = compare(a, b, &tasks, &sets[0].1, plan)?;
+            let mut tiers = BTreeMap::new();
+            for (tier, subset) in &sets[1..] {
+                if key_clusters(&tasks, subset).len() >= 2 {
+                    let name = tier.clone().unwrap_or_default();
+                    tiers.insert(name, compare(a, b, &tasks, subset, plan)?);
+                }
+            }
+            Ok(PairResult {
+                a: runs[i].0.clone(),
+                b: runs[j].0.clone(),
+                overall,
+                tiers,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Report {
+        split: plan.split.name().to_owned(),
+        tasks: plan.tasks,
+        samples: plan.samples,
+        temperature: plan.temperature,
+        seed: plan.seed,
+        task_list: tasks
+            .iter()
+            .map(|t| TaskInfo {
+                seed: t.seed,
+                key: t.key.clone(),
+                tier: t.tier.map(arlbook_core::agent::Tier::name),
+            })
+            .collect(),
+        arms,
+        pairs,
     })
 }
 
@@ -247,8 +424,11 @@ pub fn validate(plan: &EvalPlan) -> Result<()> {
     if plan.tasks < 2 {
         bail!("--tasks: must be at least 2 (intervals resample tasks)");
     }
-    if plan.samples == 0 {
-        bail!("--samples: must be at least 1");
+    if plan.tasks > MAX_TASKS {
+        bail!("--tasks: must be at most {MAX_TASKS}");
+    }
+    if plan.samples == 0 || plan.samples > MAX_SAMPLES {
+        bail!("--samples: must be in 1..={MAX_SAMPLES}");
     }
     if let Some(&k) = plan.ks.iter().find(|&&k| k == 0 || k > plan.samples) {
         bail!("--k: {k} must be in 1..=--samples ({})", plan.samples);
@@ -257,4 +437,65 @@ pub fn validate(plan: &EvalPlan) -> Result<()> {
         bail!("--temperature: must be finite and >= 0");
     }
     Ok(())
+}
+
+/// The most tasks one evaluation may ask for.
+const MAX_TASKS: usize = 1_000_000;
+/// The most samples per task.
+const MAX_SAMPLES: usize = 4096;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pairs_put_every_arm_against_the_first_then_earlier_against_later() {
+        assert_eq!(pair_order(1), vec![]);
+        assert_eq!(pair_order(2), vec![(1, 0)]);
+        assert_eq!(pair_order(3), vec![(1, 0), (2, 0), (1, 2)]);
+    }
+
+    #[test]
+    fn reports_cover_each_tier_and_cluster_by_key() {
+        let plan = EvalPlan {
+            split: Split::Test,
+            tasks: 60,
+            samples: 2,
+            ks: vec![1, 2],
+            temperature: 1.0,
+            seed: 4,
+            show: 0,
+        };
+        let tasks = plan.task_list();
+        let a: Vec<usize> = (0..60).map(|i| i % 3).collect();
+        let b: Vec<usize> = (0..60).map(|i| (i / 2) % 2).collect();
+        let run = |s: &Vec<usize>| CheckpointRun {
+            checkpoint: PathBuf::from("x"),
+            successes: s.clone(),
+            shown: Vec::new(),
+        };
+        let report = report(
+            &plan,
+            &[("b".to_owned(), run(&b)), ("a".to_owned(), run(&a))],
+        )
+        .unwrap();
+        let arm = &report.arms[1];
+        let tier_tasks: usize = arm.tiers.values().map(|s| s.tasks).sum();
+        assert_eq!(tier_tasks, 60, "every test task has a tier");
+        let mean = a.iter().map(|&c| c as f64 / 2.0).sum::<f64>() / 60.0;
+        assert!((arm.overall.success.mean - mean).abs() < 1e-12);
+        let distinct: std::collections::BTreeSet<&str> =
+            tasks.iter().map(|t| t.key.as_str()).collect();
+        assert_eq!(arm.overall.keys, distinct.len());
+        let pair = &report.pairs[0];
+        assert_eq!((pair.a.as_str(), pair.b.as_str()), ("a", "b"));
+        let diff = a
+            .iter()
+            .zip(&b)
+            .map(|(&x, &y)| (x as f64 - y as f64) / 2.0)
+            .sum::<f64>()
+            / 60.0;
+        assert!((pair.overall.difference - diff).abs() < 1e-12);
+        assert!(pair.overall.ci95_normal[0] < diff && diff < pair.overall.ci95_normal[1]);
+    }
 }

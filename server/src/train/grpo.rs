@@ -112,6 +112,7 @@ pub fn collect(
     let mut sampled_tokens = 0;
     let mut groups_sampled = 0usize;
     let mut groups_mixed = 0usize;
+    let mut task_keys = Vec::new();
     let rounds = if g.dynamic_sampling {
         g.max_refill_rounds + 1
     } else {
@@ -130,6 +131,7 @@ pub fn collect(
                 Split::Train,
                 u64::from(task_rng.next_u32()) << 32 | u64::from(task_rng.next_u32()),
             );
+            task_keys.push(task.key.clone());
             for sample in 0..g.group_size {
                 specs.push(EpisodeSpec {
                     task: task.clone(),
@@ -190,6 +192,7 @@ pub fn collect(
         } else {
             0.0
         },
+        task_keys,
     }
 }
 
@@ -581,6 +584,9 @@ pub fn run(trainer: &mut Trainer) -> Result<()> {
             "groups": groups.len(),
             "rollouts_sampled": batch.sampled,
             "extra_rollouts": batch.sampled.saturating_sub(g.tasks_per_batch * g.group_size),
+            "rollouts_used": batch.rollouts.len(),
+            "generated_tokens": batch.sampled_tokens,
+            "task_keys": distinct(&batch.task_keys),
             "discarded": batch.discarded,
             "effective_group_fraction": batch.effective_fraction,
             "reward": reward_mean,
@@ -676,16 +682,17 @@ pub fn run(trainer: &mut Trainer) -> Result<()> {
             );
             trainer.log(&json!({"stage": "validation", "step": trainer.position.step, "steps": g.steps, "val_success": success}))?;
         }
-        if trainer
-            .position
-            .step
-            .is_multiple_of(config.checkpoint_every)
-            || trainer.position.step == g.steps
-        {
+        if trainer.checkpoint_due(g.steps) {
             trainer.save_checkpoint()?;
         }
     }
     Ok(())
+}
+
+/// The distinct values of `keys`, sorted.
+pub fn distinct(keys: &[String]) -> Vec<&str> {
+    let set: std::collections::BTreeSet<&str> = keys.iter().map(String::as_str).collect();
+    set.into_iter().collect()
 }
 
 fn mean(values: impl Iterator<Item = f64>) -> f64 {

@@ -2,7 +2,8 @@
 //! any moment and resumed from its last checkpoint ends with every step's row exactly
 //! once.
 //!
-//! Each row carries its `stage` (`sft`, `grpo`, `validation`) and `step`. Rows are
+//! Each row carries its `stage` (`sft`, `grpo`, `rs`, `validation`, `selection`,
+//! `gate`) and `step`. Rows are
 //! appended and flushed after the step they describe. On resume the file is cut back
 //! to the rows at or before the checkpoint's position (rows written after the
 //! checkpoint belong to steps that will run again), a torn last line included, and
@@ -20,7 +21,7 @@ use serde_json::Value;
     Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
 )]
 pub struct Position {
-    /// 0 = SFT, 1 = GRPO.
+    /// 0 = SFT, 1 = GRPO, 2 = rejection-sampling SFT.
     pub stage: u8,
     /// Steps completed in that stage.
     pub step: usize,
@@ -29,20 +30,46 @@ pub struct Position {
 impl Position {
     /// The stage's name in metric rows.
     pub fn stage_name(stage: u8) -> &'static str {
-        if stage == 0 { "sft" } else { "grpo" }
+        match stage {
+            0 => "sft",
+            1 => "grpo",
+            _ => "rs",
+        }
+    }
+
+    /// The stage of a name from [`Position::stage_name`].
+    pub fn stage_of(name: &str) -> Option<u8> {
+        match name {
+            "sft" => Some(0),
+            "grpo" => Some(1),
+            "rs" => Some(2),
+            _ => None,
+        }
     }
 }
 
 /// The position a metrics row belongs to: `(stage, step)` where `step` counts from 1
-/// for the row written after that many steps. Validation rows belong to their GRPO step.
+/// for the row written after that many steps. Validation rows belong to their GRPO
+/// step; the choice of an SFT checkpoint and the gate come before the first RL step
+/// (`(1, 0)`), the choice among an RL stage's checkpoints after all of its steps.
 fn row_position(row: &Value) -> Option<Position> {
     let step = usize::try_from(row.get("step")?.as_u64()?).ok()?;
-    let stage = match row.get("stage")?.as_str()? {
-        "sft" => 0,
-        "grpo" | "validation" => 1,
-        _ => return None,
-    };
-    Some(Position { stage, step })
+    let stage = row.get("stage")?.as_str()?;
+    match stage {
+        "validation" => Some(Position { stage: 1, step }),
+        "gate" => Some(Position { stage: 1, step: 0 }),
+        "selection" => match Position::stage_of(row.get("arm")?.as_str()?)? {
+            0 => Some(Position { stage: 1, step: 0 }),
+            rl => Some(Position {
+                stage: rl,
+                step: usize::MAX,
+            }),
+        },
+        _ => Some(Position {
+            stage: Position::stage_of(stage)?,
+            step,
+        }),
+    }
 }
 
 /// An append-only JSON-lines metrics file.
@@ -105,8 +132,58 @@ fn truncate_after(path: &Path, position: Position) -> Result<()> {
     fs::rename(&temporary, path).with_context(|| format!("replacing {}", path.display()))
 }
 
+/// What each training stage of a run cost, from its metrics rows: steps, distinct
+/// training problem keys, rollouts generated and used after filtering, generated
+/// tokens, and the seconds its steps took (validation and selection not included).
+pub fn cost(path: &Path) -> Result<Value> {
+    let mut stages = serde_json::Map::new();
+    for row in read_rows(path)? {
+        let Some(stage) = row.get("stage").and_then(Value::as_str) else {
+            continue;
+        };
+        if Position::stage_of(stage).is_none() {
+            continue;
+        }
+        let entry = stages.entry(stage.to_owned()).or_insert_with(|| {
+            serde_json::json!({
+                "steps": 0, "training_keys": 0, "rollouts_generated": 0, "rollouts_used": 0,
+                "generated_tokens": 0, "step_s": 0.0, "keys": []
+            })
+        });
+        let add = |entry: &mut Value, key: &str, value: f64| {
+            let total = entry[key].as_f64().unwrap_or(0.0) + value;
+            entry[key] = serde_json::json!(total);
+        };
+        let number = |key: &str| row.get(key).and_then(Value::as_f64).unwrap_or(0.0);
+        add(entry, "steps", 1.0);
+        add(entry, "rollouts_generated", number("rollouts_sampled"));
+        add(entry, "rollouts_used", number("rollouts_used"));
+        add(entry, "generated_tokens", number("generated_tokens"));
+        add(entry, "step_s", number("step_s"));
+        if let Some(keys) = row.get("demonstration_keys").and_then(Value::as_u64) {
+            entry["training_keys"] = serde_json::json!(keys);
+        }
+        if let (Some(Value::Array(seen)), Some(Value::Array(new))) =
+            (entry.get_mut("keys"), row.get("task_keys"))
+        {
+            seen.extend(new.iter().cloned());
+        }
+    }
+    for entry in stages.values_mut() {
+        if let Some(Value::Array(keys)) = entry.as_object_mut().and_then(|o| o.remove("keys")) {
+            let distinct: std::collections::BTreeSet<String> = keys
+                .iter()
+                .filter_map(|k| k.as_str().map(str::to_owned))
+                .collect();
+            if !distinct.is_empty() {
+                entry["training_keys"] = serde_json::json!(distinct.len());
+            }
+        }
+    }
+    Ok(Value::Object(stages))
+}
+
 /// Reads every row of a metrics file (torn lines skipped).
-#[cfg(test)]
 pub fn read_rows(path: &Path) -> Result<Vec<Value>> {
     let text = fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     Ok(text

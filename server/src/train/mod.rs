@@ -6,7 +6,9 @@
 //!   cache, batched lockstep rollouts and token sampling with recorded log-probs.
 //! - [`batching`], [`loss`], [`optimizer`]: tensors of a microbatch, the policy loss
 //!   (the core's, in burn), AdamW with global-norm clipping and the schedule.
-//! - [`sft`], [`grpo`], [`trainer`]: the loops and the run state.
+//! - [`sft`], [`grpo`], [`rejection`], [`trainer`]: the loops (SFT, GRPO and the
+//!   rejection-sampling arm) and the run state.
+//! - [`selection`]: checkpoints chosen on validation, and the gate before RL.
 //! - [`checkpoint`], [`metrics`], [`progress`]: resumable state, JSON-lines metrics,
 //!   the progress line.
 //! - [`eval`]: success, pass@k and paired comparisons of checkpoints; [`plot`]: a
@@ -27,7 +29,9 @@ pub mod optimizer;
 pub mod plot;
 pub mod progress;
 pub mod recovery;
+pub mod rejection;
 pub mod rollout;
 pub mod sampling;
+pub mod selection;
 pub mod sft;
 pub mod trainer;

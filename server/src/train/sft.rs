@@ -48,13 +48,26 @@ const TASK_SEED: u64 = 0x5F7_0000_0000;
 /// Gradient-norm clip for SFT.
 const SFT_GRAD_CLIP: f64 = 1.0;
 /// Demonstrations per slice of a step (see the module docs).
-const SFT_MICROBATCH_EPISODES: usize = 8;
+pub(super) const SFT_MICROBATCH_EPISODES: usize = 8;
+
+/// The task of demonstration `i`.
+fn demonstration_task(config: &super::config::TrainConfig, i: usize) -> arlbook_core::agent::Task {
+    generate_task(Split::Train, config.seed.wrapping_add(TASK_SEED) + i as u64)
+}
+
+/// The distinct problem keys of the `count` demonstration tasks.
+pub fn demonstration_keys(config: &super::config::TrainConfig, count: usize) -> usize {
+    let keys: std::collections::BTreeSet<String> = (0..count)
+        .map(|i| demonstration_task(config, i).key)
+        .collect();
+    keys.len()
+}
 
 /// The teacher's successful episodes on `count` training tasks.
 pub fn demonstrations(config: &super::config::TrainConfig, count: usize) -> Vec<Demonstration> {
     (0..count)
         .map(|i| {
-            let task = generate_task(Split::Train, config.seed.wrapping_add(TASK_SEED) + i as u64);
+            let task = demonstration_task(config, i);
             let mut teacher = Teacher::new(&task);
             let ids = EpisodeIds {
                 group_id: i as u64,
@@ -110,7 +123,11 @@ pub fn run(trainer: &mut Trainer) -> Result<()> {
             first_step: 0,
             until: config.sft.steps,
         };
-        run_phase(trainer, &demos, &phase, &json!({}))?;
+        let extra = json!({
+            "demonstrations": demos.len(),
+            "demonstration_keys": demonstration_keys(&config, config.sft.tasks),
+        });
+        run_phase(trainer, &demos, &phase, &extra)?;
     }
     if trainer.position.step < config.sft.total_steps() {
         let (pool, summary) = recovery_pool(trainer, demos)?;
@@ -238,12 +255,7 @@ fn run_phase(
             row.extend(extra.clone());
         }
         trainer.log(&row)?;
-        if trainer
-            .position
-            .step
-            .is_multiple_of(config.checkpoint_every)
-            || trainer.position.step == phase.until
-        {
+        if trainer.checkpoint_due(phase.until) {
             trainer.save_checkpoint()?;
         }
     }
@@ -252,7 +264,7 @@ fn run_phase(
 
 /// One SFT step's loss, trained-token count and gradients over `batch`, sorted by
 /// length in place and run `slice_episodes` at a time (the slicing of the module docs).
-fn demonstration_gradients(
+pub(super) fn demonstration_gradients(
     trainer: &Trainer,
     batch: &mut [&Demonstration],
     slice_episodes: usize,

@@ -24,8 +24,22 @@ pub enum Stage {
     Sft,
     /// GRPO only (after SFT in the same output folder, or from `--init`).
     Grpo,
+    /// Rejection-sampling SFT only (after SFT in the same output folder, or from
+    /// `--init`): the comparison arm of GRPO.
+    Rs,
     /// SFT, then GRPO.
     All,
+}
+
+impl Stage {
+    /// The RL stage (position stage number) this invocation runs, if any.
+    pub fn rl_stage(self) -> Option<u8> {
+        match self {
+            Self::Sft => None,
+            Self::Grpo | Self::All => Some(1),
+            Self::Rs => Some(2),
+        }
+    }
 }
 
 /// A training run in progress.
@@ -138,16 +152,29 @@ impl Trainer {
         })
     }
 
-    /// Replaces the weights with those of another run's checkpoint (GRPO from an SFT
-    /// checkpoint made elsewhere).
-    pub fn init_from(&mut self, folder: &Path) -> Result<()> {
+    /// Replaces the weights with those of another run's checkpoint (an RL stage from an
+    /// SFT checkpoint made elsewhere) and places the run at the start of `rl_stage`.
+    pub fn init_from(&mut self, folder: &Path, rl_stage: u8) -> Result<()> {
         let state = checkpoint::read_state(folder)?;
         if state.config.model != self.config.model {
             bail!("--init: the checkpoint's [model] differs from this config's");
         }
         self.model = load_model(&state.config, &folder.join("model.bpk"), &self.device)?;
-        self.position = Position { stage: 1, step: 0 };
+        self.position = Position {
+            stage: rl_stage,
+            step: 0,
+        };
         Ok(())
+    }
+
+    /// Whether the step just completed (of a stage with `last` steps) gets a
+    /// checkpoint: every `checkpoint_every` steps, at selection candidates, and at the
+    /// end.
+    pub fn checkpoint_due(&self, last: usize) -> bool {
+        let step = self.position.step;
+        step.is_multiple_of(self.config.checkpoint_every)
+            || step == last
+            || self.config.is_candidate(self.position)
     }
 
     /// Writes a checkpoint of the current position.
@@ -193,7 +220,7 @@ impl Trainer {
         if matches!(stage, Stage::Sft | Stage::All) && self.position.stage == 0 {
             super::sft::run(self)?;
         }
-        if matches!(stage, Stage::Grpo | Stage::All) {
+        if let Some(rl) = stage.rl_stage() {
             if self.position.stage == 0 {
                 if self.position.step < self.config.sft.total_steps() {
                     bail!(
@@ -201,20 +228,54 @@ impl Trainer {
                         self.out.display()
                     );
                 }
-                self.position = Position { stage: 1, step: 0 };
+                self.begin_rl(rl)?;
+            } else if self.position.stage != rl {
+                bail!(
+                    "{} holds a {} run; --stage {} needs its own --out",
+                    self.out.display(),
+                    Position::stage_name(self.position.stage),
+                    Position::stage_name(rl)
+                );
             }
-            super::grpo::run(self)?;
+            let last = if rl == 1 {
+                super::grpo::run(self)?;
+                self.config.grpo.steps
+            } else {
+                super::rejection::run(self)?;
+                self.config.rs.steps
+            };
+            if self.config.selection.enabled && last > 0 {
+                let steps = self.config.selection.rl_steps.clone();
+                super::selection::choose(self, rl, &steps, last)?;
+            }
         }
         self.progress.finish();
         let summary = json!({
             "stage": "done",
             "position": self.position,
             "out": self.out,
+            "selection": super::selection::recorded(&self.out)?,
+            "cost": super::metrics::cost(&self.out.join("metrics.jsonl"))?,
         });
         std::fs::write(
             self.out.join("summary.json"),
             serde_json::to_vec_pretty(&summary)?,
         )?;
+        Ok(())
+    }
+
+    /// From the end of SFT to the start of RL stage `rl`: with selection, the chosen
+    /// SFT checkpoint's weights (and a fresh optimizer, as with `--init`) after the gate.
+    fn begin_rl(&mut self, rl: u8) -> Result<()> {
+        if self.config.selection.enabled {
+            let steps = self.config.selection.sft_steps.clone();
+            let total = self.config.sft.total_steps();
+            let chosen = super::selection::choose(self, 0, &steps, total)?;
+            super::selection::gate(self, &chosen.chosen)?;
+            self.model = load_model(&self.config, &chosen.chosen.join("model.bpk"), &self.device)?;
+            self.optim = adamw();
+        }
+        self.position = Position { stage: rl, step: 0 };
         Ok(())
     }
 }

@@ -1,0 +1,87 @@
+//! Rejection-sampling SFT (expert iteration): the arm that separates GRPO's
+//! reward-weighted update from the extra data its rollouts are.
+//!
+//! Step `s` collects exactly the batch GRPO's step `s` would collect first (the same
+//! training tasks, episode seeds and `tasks_per_batch` x `group_size` rollouts at
+//! `grpo.temperature`, by [`super::grpo::collect`]) but keeps every group (no
+//! dynamic-sampling filter, so no refills), then takes one optimizer step on the mean
+//! negative log-likelihood of the action tokens of the **successful** rollouts only,
+//! the SFT loss of [`super::sft`] on the policy's own successes. A batch without a
+//! success makes no update. The metrics row says how many rollouts were generated and
+//! how many were kept.
+
+use std::time::Instant;
+
+use anyhow::{Result, bail};
+use burn::prelude::*;
+use serde_json::json;
+
+use super::grpo::{collect, distinct};
+use super::optimizer::clip_global_norm;
+use super::recovery::Demonstration;
+use super::sft::{SFT_MICROBATCH_EPISODES, demonstration_gradients};
+use super::trainer::Trainer;
+
+/// Runs rejection-sampling SFT from the current position to `rs.steps`.
+pub fn run(trainer: &mut Trainer) -> Result<()> {
+    let config = trainer.config.clone();
+    let mut collecting = config.clone();
+    collecting.grpo.dynamic_sampling = false;
+    let steps = config.rs.steps;
+    while trainer.position.step < steps {
+        let step = trainer.position.step;
+        let t0 = Instant::now();
+        let policy = trainer.model.valid();
+        let batch = collect(&collecting, &policy, &trainer.plain, step, step);
+        let collect_s = t0.elapsed().as_secs_f64();
+        let kept: Vec<Demonstration> = batch
+            .rollouts
+            .iter()
+            .filter(|r| r.record.success())
+            .map(|r| Demonstration::teacher(r.record.clone()))
+            .collect();
+        let mut row = json!({
+            "stage": "rs",
+            "step": step + 1,
+            "steps": steps,
+            "rollouts_sampled": batch.sampled,
+            "rollouts_used": kept.len(),
+            "generated_tokens": batch.sampled_tokens,
+            "success_rate": kept.len() as f64 / batch.rollouts.len().max(1) as f64,
+            "discarded": batch.discarded,
+            "task_keys": distinct(&batch.task_keys),
+        });
+        if !kept.is_empty() {
+            let mut refs: Vec<&Demonstration> = kept.iter().collect();
+            let (loss, tokens, mut grads) =
+                demonstration_gradients(trainer, &mut refs, SFT_MICROBATCH_EPISODES);
+            if !loss.is_finite() {
+                bail!("rs step {step}: the loss is not finite ({loss})");
+            }
+            let grad_norm = clip_global_norm(&trainer.model, &mut grads, config.grpo.grad_clip);
+            let lr = config.rs.learning_rate;
+            trainer.model = trainer.optim.step(lr, trainer.model.clone(), grads);
+            if let Some(object) = row.as_object_mut() {
+                object.extend([
+                    ("loss".to_owned(), json!(loss)),
+                    ("trained_tokens".to_owned(), json!(tokens)),
+                    ("grad_norm".to_owned(), json!(grad_norm)),
+                    ("lr".to_owned(), json!(lr)),
+                ]);
+            }
+        }
+        trainer.position.step += 1;
+        if let Some(object) = row.as_object_mut() {
+            object.extend([
+                ("collect_s".to_owned(), json!(collect_s)),
+                ("step_s".to_owned(), json!(t0.elapsed().as_secs_f64())),
+                ("wall_s".to_owned(), json!(trainer.wall_s())),
+            ]);
+        }
+        trainer.log(&row)?;
+        if trainer.checkpoint_due(steps) {
+            trainer.save_checkpoint()?;
+        }
+    }
+    Ok(())
+}
