@@ -76,7 +76,9 @@ pub fn run_train(args: &TrainArgs) -> Result<ExitCode> {
         exit_when_stdin_closes();
     }
     if args.resume && (args.seed.is_some() || args.init.is_some() || args.config.is_some()) {
-        anyhow::bail!("--resume: continues with the stored config; drop --config, --seed and --init");
+        anyhow::bail!(
+            "--resume: continues with the stored config; drop --config, --seed and --init"
+        );
     }
     let mut trainer = if args.resume {
         let folder = checkpoint::latest(&args.out)?

@@ -331,9 +331,15 @@ fn arms_start_from_the_checkpoint_chosen_on_validation_and_eval_clusters_by_key(
     let stderr = String::from_utf8_lossy(&result.stderr);
     assert!(result.status.success(), "{stderr}");
     // The gate's gap threshold is set so high that it warns, and says why.
-    assert!(stderr.contains("gate: validation pass@2 - pass@1"), "{stderr}");
+    assert!(
+        stderr.contains("gate: validation pass@2 - pass@1"),
+        "{stderr}"
+    );
     let run_rows = rows(&out);
-    let selections: Vec<&Value> = run_rows.iter().filter(|r| r["stage"] == "selection").collect();
+    let selections: Vec<&Value> = run_rows
+        .iter()
+        .filter(|r| r["stage"] == "selection")
+        .collect();
     assert_eq!(selections.len(), 2, "{selections:?}");
     assert_eq!(selections[0]["arm"], "sft");
     let sft_candidates: Vec<u64> = selections[0]["candidates"]
@@ -348,7 +354,10 @@ fn arms_start_from_the_checkpoint_chosen_on_validation_and_eval_clusters_by_key(
     let summary: Value =
         serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
     let chosen = PathBuf::from(summary["selection"]["sft"]["chosen"].as_str().unwrap());
-    assert!(chosen.join("state.json").is_file(), "the candidates are kept");
+    assert!(
+        chosen.join("state.json").is_file(),
+        "the candidates are kept"
+    );
     assert!(summary["selection"]["gate"]["warning"].is_string());
     let grpo_cost = &summary["cost"]["grpo"];
     assert_eq!(grpo_cost["rollouts_generated"].as_f64().unwrap(), 4.0 * 6.0);
@@ -379,7 +388,11 @@ fn arms_start_from_the_checkpoint_chosen_on_validation_and_eval_clusters_by_key(
         assert_eq!(row["rollouts_sampled"], 6, "{row}");
         assert!(row["rollouts_used"].as_u64().unwrap() <= 6);
     }
-    assert!(rs_rows.iter().any(|r| r["stage"] == "selection" && r["arm"] == "rs"));
+    assert!(
+        rs_rows
+            .iter()
+            .any(|r| r["stage"] == "selection" && r["arm"] == "rs")
+    );
 
     // Three arms on the same test tasks; pairs GRPO - SFT, RS - SFT and GRPO - RS.
     let eval = Command::new(BIN)
@@ -390,8 +403,17 @@ fn arms_start_from_the_checkpoint_chosen_on_validation_and_eval_clusters_by_key(
         .arg("--arm")
         .arg(format!("rs={}", rs.display()))
         .args([
-            "--split", "test", "--tasks", "8", "--samples", "2", "--k", "1,2", "--json",
-            "--backend", "cpu",
+            "--split",
+            "test",
+            "--tasks",
+            "8",
+            "--samples",
+            "2",
+            "--k",
+            "1,2",
+            "--json",
+            "--backend",
+            "cpu",
         ])
         .output()
         .unwrap();
@@ -415,7 +437,11 @@ fn arms_start_from_the_checkpoint_chosen_on_validation_and_eval_clusters_by_key(
     let names = |a: &str, b: &str| (a.to_owned(), b.to_owned());
     assert_eq!(
         pairs,
-        vec![names("grpo", "sft"), names("rs", "sft"), names("grpo", "rs")]
+        vec![
+            names("grpo", "sft"),
+            names("rs", "sft"),
+            names("grpo", "rs")
+        ]
     );
     // The standard errors cluster by problem key: recomputed from the per-task output.
     let tasks = report["task_list"].as_array().unwrap();

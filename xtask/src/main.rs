@@ -13,6 +13,7 @@ mod bench_web;
 mod cmd;
 mod device;
 mod e2e;
+mod experiment;
 mod serve;
 mod test;
 mod web;
@@ -34,6 +35,9 @@ tasks:
   bench train     the trainer's GRPO workload vs the same model in PyTorch (CPU)
   bench server    requests/s and p50/p99 latency of a compute call, N keep-alive clients
   bench web       the release bundle's size (raw, gzip) and every figure's redraw latency
+  experiment [--seeds 7,8,9] [--config FILE] [--out DIR] [--tasks N] [--samples N]
+                  the RL experiment: SFT, GRPO and rejection-sampling arms per seed,
+                  checkpoints chosen on validation, one test evaluation, the table
   device-bundle [--dev]
                   build what xtask/device/gpu-check.sh needs on a GPU machine
                   (a release arlbook and the Vulkan loader) into target/device
@@ -49,6 +53,7 @@ fn main() -> ExitCode {
         Some("e2e") => e2e::run_browser_tests(),
         Some("bench") => bench::run(&args[1..]),
         Some("device-bundle") => device::bundle(&args[1..]),
+        Some("experiment") => experiment::run_experiment(&args[1..]),
         Some("help" | "--help" | "-h") | None => {
             print!("{USAGE}");
             return ExitCode::SUCCESS;

@@ -303,7 +303,9 @@ mod tests {
 
     #[test]
     fn singleton_clusters_reduce_to_the_plain_statistics() {
-        let values: Vec<f64> = (0..57).map(|i| f64::from((i * 7 % 5) as u8) / 4.0).collect();
+        let values: Vec<f64> = (0..57)
+            .map(|i| f64::from((i * 7 % 5) as u8) / 4.0)
+            .collect();
         let singletons: Vec<Vec<usize>> = (0..values.len()).map(|i| vec![i]).collect();
         assert_eq!(
             cluster_bootstrap_mean_ci(&values, &singletons, 500, 0.95, 3).unwrap(),
@@ -327,15 +329,23 @@ mod tests {
     fn correlated_clusters_widen_the_interval() {
         // 20 keys of 5 tasks each; within a key every task has the same outcome, so the
         // effective sample size is 20, not 100.
-        let values: Vec<f64> = (0..100).map(|i| f64::from(u8::from((i / 5) % 2 == 0))).collect();
+        let values: Vec<f64> = (0..100)
+            .map(|i| f64::from(u8::from((i / 5) % 2 == 0)))
+            .collect();
         let keys: Vec<usize> = (0..100).map(|i| i / 5).collect();
         let clusters = clusters_of(&keys);
         let [lo, hi] = cluster_bootstrap_mean_ci(&values, &clusters, 4000, 0.95, 1).unwrap();
         let [plo, phi] = bootstrap_mean_ci(&values, 4000, 0.95, 1).unwrap();
-        assert!(hi - lo > 1.8 * (phi - plo), "[{lo}, {hi}] vs [{plo}, {phi}]");
+        assert!(
+            hi - lo > 1.8 * (phi - plo),
+            "[{lo}, {hi}] vs [{plo}, {phi}]"
+        );
         // sqrt(0.25 / 20) = 0.112; CR1 adds sqrt(20/19).
         let se = clustered_mean_se(&values, &clusters).unwrap();
-        assert!((se - (0.25f64 / 20.0 * 20.0 / 19.0).sqrt()).abs() < 1e-12, "{se}");
+        assert!(
+            (se - (0.25f64 / 20.0 * 20.0 / 19.0).sqrt()).abs() < 1e-12,
+            "{se}"
+        );
     }
 
     #[test]
@@ -354,7 +364,9 @@ mod tests {
             "clusters[1]"
         );
         assert_eq!(
-            clustered_mean_se(&values, &[vec![0, 1, 2]]).unwrap_err().field,
+            clustered_mean_se(&values, &[vec![0, 1, 2]])
+                .unwrap_err()
+                .field,
             "clusters"
         );
     }

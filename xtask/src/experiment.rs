@@ -1,0 +1,317 @@
+//! `cargo xtask experiment`: the RL experiment, every arm for several seeds, and its
+//! table.
+//!
+//! For each seed `S` (default 7, 8, 9) with the config (default
+//! `configs/cpu-small.toml`, which must enable `[selection]`):
+//! 1. `arlbook train --seed S --out OUT/seed-S`: SFT, the SFT checkpoint chosen on
+//!    validation, the gate, GRPO, and GRPO's checkpoint chosen on validation.
+//! 2. `arlbook train --seed S --stage rs --init <chosen SFT> --out OUT/seed-S-rs`: the
+//!    rejection-sampling arm from the same checkpoint, with the same collector.
+//! 3. `arlbook eval --arm sft=.. --arm grpo=.. --arm rs=.. --split test`: the three
+//!    chosen checkpoints on the same test tasks and seeds, intervals over problem keys,
+//!    per tier; saved as `OUT/seed-S-test.json`.
+//!
+//! A step whose output exists is not run again (an interrupted training run is
+//! resumed), so the command can be repeated after a crash. The table (success per
+//! arm and tier, the paired differences with 95% intervals, whether GRPO - SFT on tier
+//! A reaches +5 points with the interval above 0, the gate, and each arm's cost) is
+//! printed and written to `OUT/results.md`.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use anyhow::{Context, bail};
+use serde_json::Value;
+
+use crate::cmd::{cargo, output, run, workspace_root};
+
+/// The experiment's options.
+#[derive(Debug)]
+struct Options {
+    config: PathBuf,
+    seeds: Vec<u64>,
+    out: PathBuf,
+    tasks: usize,
+    samples: usize,
+    eval_seed: u64,
+}
+
+impl Options {
+    fn parse(args: &[String]) -> anyhow::Result<Self> {
+        let root = workspace_root();
+        let mut options = Self {
+            config: root.join("configs").join("cpu-small.toml"),
+            seeds: vec![7, 8, 9],
+            out: root.join("runs").join("experiment"),
+            tasks: 100,
+            samples: 4,
+            eval_seed: 0,
+        };
+        let mut rest = args.iter();
+        while let Some(flag) = rest.next() {
+            let value = rest
+                .next()
+                .with_context(|| format!("{flag}: needs a value"))?;
+            let number = |what: &str| -> anyhow::Result<u64> {
+                value
+                    .parse()
+                    .with_context(|| format!("{what}: expected a whole number, got {value:?}"))
+            };
+            match flag.as_str() {
+                "--config" => options.config = PathBuf::from(value),
+                "--out" => options.out = PathBuf::from(value),
+                "--seeds" => {
+                    options.seeds = value
+                        .split(',')
+                        .map(|s| {
+                            s.trim().parse().with_context(|| {
+                                format!(
+                                    "--seeds: expected numbers separated by commas, got {value:?}"
+                                )
+                            })
+                        })
+                        .collect::<anyhow::Result<_>>()?;
+                }
+                "--tasks" => options.tasks = usize::try_from(number("--tasks")?)?,
+                "--samples" => options.samples = usize::try_from(number("--samples")?)?,
+                "--eval-seed" => options.eval_seed = number("--eval-seed")?,
+                other => bail!(
+                    "experiment: unknown option {other:?} (expected --config, --seeds, --out, --tasks, --samples, --eval-seed)"
+                ),
+            }
+        }
+        if options.seeds.is_empty() {
+            bail!("--seeds: give at least one seed");
+        }
+        Ok(options)
+    }
+}
+
+fn read_json(path: &Path) -> anyhow::Result<Value> {
+    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    serde_json::from_slice(&bytes).with_context(|| format!("parsing {}", path.display()))
+}
+
+/// Runs `arlbook train` into `out` unless it finished there, resuming a started run;
+/// returns its summary and the seconds this call spent.
+fn train(binary: &Path, out: &Path, fresh: &[&str]) -> anyhow::Result<(Value, f64)> {
+    let summary = out.join("summary.json");
+    let t0 = Instant::now();
+    if !summary.is_file() {
+        let mut command = Command::new(binary);
+        command.arg("train").arg("--out").arg(out);
+        if out.join("checkpoints").join("latest").is_file() {
+            command.arg("--resume");
+        } else {
+            command.args(fresh);
+        }
+        run(&mut command)?;
+    }
+    Ok((read_json(&summary)?, t0.elapsed().as_secs_f64()))
+}
+
+fn chosen(summary: &Value, arm: &str) -> anyhow::Result<String> {
+    summary["selection"][arm]["chosen"]
+        .as_str()
+        .map(str::to_owned)
+        .with_context(|| {
+            format!("summary.json has no {arm} selection: the experiment's config must set [selection] enabled = true")
+        })
+}
+
+/// One seed's results.
+struct SeedResult {
+    seed: u64,
+    report: Value,
+    gate: Value,
+    cost: [(String, Value); 3],
+}
+
+fn run_seed(options: &Options, binary: &Path, seed: u64) -> anyhow::Result<SeedResult> {
+    let config = options.config.display().to_string();
+    let seed_text = seed.to_string();
+    let main = options.out.join(format!("seed-{seed}"));
+    let (summary, _) = train(binary, &main, &["--config", &config, "--seed", &seed_text])?;
+    let sft = chosen(&summary, "sft")?;
+    let grpo = chosen(&summary, "grpo")?;
+    let rs_out = options.out.join(format!("seed-{seed}-rs"));
+    let (rs_summary, _) = train(
+        binary,
+        &rs_out,
+        &[
+            "--config", &config, "--seed", &seed_text, "--stage", "rs", "--init", &sft,
+        ],
+    )?;
+    let rs = chosen(&rs_summary, "rs")?;
+    let test = options.out.join(format!("seed-{seed}-test.json"));
+    if !test.is_file() {
+        let k = format!("1,{}", options.samples);
+        let text = output(
+            Command::new(binary)
+                .args(["eval", "--split", "test", "--json"])
+                .args(["--tasks", &options.tasks.to_string()])
+                .args(["--samples", &options.samples.to_string()])
+                .args(["--k", &k, "--seed", &options.eval_seed.to_string()])
+                .args(["--arm", &format!("sft={sft}")])
+                .args(["--arm", &format!("grpo={grpo}")])
+                .args(["--arm", &format!("rs={rs}")]),
+        )?;
+        std::fs::write(&test, &text)?;
+    }
+    Ok(SeedResult {
+        seed,
+        report: read_json(&test)?,
+        gate: summary["selection"]["gate"].clone(),
+        cost: [
+            ("sft".to_owned(), summary["cost"]["sft"].clone()),
+            ("grpo".to_owned(), summary["cost"]["grpo"].clone()),
+            ("rs".to_owned(), rs_summary["cost"]["rs"].clone()),
+        ],
+    })
+}
+
+fn points(value: &Value) -> String {
+    value
+        .as_f64()
+        .map_or_else(|| "-".to_owned(), |v| format!("{:.1}", 100.0 * v))
+}
+
+fn interval(value: &Value) -> String {
+    format!("[{}, {}]", points(&value[0]), points(&value[1]))
+}
+
+/// The markdown table of every seed.
+fn table(results: &[SeedResult]) -> String {
+    let mut text = String::new();
+    let _ = writeln!(
+        text,
+        "Test success in percent (pass@1 at T = 1), 95% intervals resampling problem keys.\n"
+    );
+    let _ = writeln!(
+        text,
+        "| seed | subset | SFT | GRPO | RS | GRPO - SFT | RS - SFT | GRPO - RS |"
+    );
+    let _ = writeln!(text, "|---:|---|---:|---:|---:|---:|---:|---:|");
+    let mut reached = Vec::new();
+    for r in results {
+        let arms = r.report["arms"].as_array().cloned().unwrap_or_default();
+        let pairs = r.report["pairs"].as_array().cloned().unwrap_or_default();
+        for subset in ["all", "A", "B"] {
+            let pick = |v: &Value| -> Value {
+                if subset == "all" {
+                    v["overall"].clone()
+                } else {
+                    v["tiers"][subset].clone()
+                }
+            };
+            let mut row = format!("| {} | {subset} |", r.seed);
+            for arm in &arms {
+                let s = pick(arm);
+                let _ = write!(
+                    row,
+                    " {} {} |",
+                    points(&s["success"]["mean"]),
+                    interval(&s["success"]["ci95"])
+                );
+            }
+            for pair in &pairs {
+                let p = pick(pair);
+                let _ = write!(
+                    row,
+                    " {:+} {} |",
+                    p["difference"]
+                        .as_f64()
+                        .map_or(f64::NAN, |d| (1000.0 * d).round() / 10.0),
+                    interval(&p["ci95_bootstrap"])
+                );
+            }
+            let _ = writeln!(text, "{row}");
+        }
+        let grpo_sft_a = pairs
+            .first()
+            .map(|p| p["tiers"]["A"].clone())
+            .unwrap_or_default();
+        let ok = grpo_sft_a["difference"].as_f64().is_some_and(|d| d >= 0.05)
+            && grpo_sft_a["ci95_bootstrap"][0]
+                .as_f64()
+                .is_some_and(|l| l > 0.0)
+            && grpo_sft_a["ci95_normal"][0]
+                .as_f64()
+                .is_some_and(|l| l > 0.0);
+        reached.push((r.seed, ok));
+    }
+    let _ = writeln!(
+        text,
+        "\nTarget (GRPO - SFT on tier A at least +5 points, 95% interval above 0): {}\n",
+        reached
+            .iter()
+            .map(|(s, ok)| format!("seed {s} {}", if *ok { "reached" } else { "not reached" }))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let _ = writeln!(
+        text,
+        "| seed | gate: validation pass@1 | pass@k | warning |"
+    );
+    let _ = writeln!(text, "|---:|---:|---:|---|");
+    for r in results {
+        let _ = writeln!(
+            text,
+            "| {} | {} | {} (k = {}) | {} |",
+            r.seed,
+            points(&r.gate["pass_at_1"]),
+            points(&r.gate["pass_at_k"]),
+            r.gate["samples"],
+            r.gate["warning"].as_str().unwrap_or("none")
+        );
+    }
+    let _ = writeln!(
+        text,
+        "\n| seed | arm | steps | training keys | rollouts generated | rollouts used | generated tokens | step time (s) |"
+    );
+    let _ = writeln!(text, "|---:|---|---:|---:|---:|---:|---:|---:|");
+    for r in results {
+        for (arm, c) in &r.cost {
+            let n = |k: &str| {
+                c[k].as_f64()
+                    .map_or_else(|| "-".to_owned(), |v| format!("{v:.0}"))
+            };
+            let _ = writeln!(
+                text,
+                "| {} | {arm} | {} | {} | {} | {} | {} | {} |",
+                r.seed,
+                n("steps"),
+                n("training_keys"),
+                n("rollouts_generated"),
+                n("rollouts_used"),
+                n("generated_tokens"),
+                n("step_s")
+            );
+        }
+    }
+    text
+}
+
+/// Runs the experiment.
+pub fn run_experiment(args: &[String]) -> anyhow::Result<()> {
+    let options = Options::parse(args)?;
+    std::fs::create_dir_all(&options.out)
+        .with_context(|| format!("creating {}", options.out.display()))?;
+    run(cargo().args(["build", "-p", "arlbook-server"]))?;
+    let binary = workspace_root()
+        .join("target")
+        .join("debug")
+        .join("arlbook");
+    let mut results = Vec::new();
+    for &seed in &options.seeds {
+        results.push(run_seed(&options, &binary, seed)?);
+    }
+    let text = table(&results);
+    let path = options.out.join("results.md");
+    std::fs::write(&path, &text).with_context(|| format!("writing {}", path.display()))?;
+    println!("{text}");
+    eprintln!("xtask: wrote {}", path.display());
+    Ok(())
+}
