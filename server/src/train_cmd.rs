@@ -189,6 +189,10 @@ pub struct EvalArgs {
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Also run the recovery diagnostic: every episode again from the same wrong first
+    /// patch and failing test run; its success is reported beside the natural one.
+    #[arg(long)]
+    pub recovery: bool,
     /// Print the transcripts of the first N episodes of the first arm before the report
     /// (not with --json).
     #[arg(long, default_value_t = 0)]
@@ -246,6 +250,7 @@ pub fn run_eval(args: &EvalArgs) -> Result<ExitCode> {
         temperature: args.temperature,
         seed: args.seed,
         show: args.show,
+        recovery: args.recovery,
     };
     eval::validate(&plan)?;
     let arms = eval_arms(args)?;
@@ -320,6 +325,16 @@ fn print_report(report: &Report) {
         crate::output::outln!("{:<9} all     {}", arm.name, summary_text(&arm.overall));
         for (tier, summary) in &arm.tiers {
             crate::output::outln!("{:<9} tier {tier:<2} {}", "", summary_text(summary));
+        }
+        if let Some(recovery) = &arm.recovery {
+            crate::output::outln!(
+                "{:<9} from the wrong first patch: {}",
+                "",
+                summary_text(&recovery.overall)
+            );
+            for (tier, summary) in &recovery.tiers {
+                crate::output::outln!("{:<9}   tier {tier:<2} {}", "", summary_text(summary));
+            }
         }
     }
     for pair in &report.pairs {

@@ -393,13 +393,18 @@ fn arms_start_from_the_checkpoint_chosen_on_validation_and_eval_clusters_by_key(
             .iter()
             .any(|r| r["stage"] == "selection" && r["arm"] == "rs")
     );
+    three_arms_on_test(&chosen, &out, &rs);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
 
-    // Three arms on the same test tasks; pairs GRPO - SFT, RS - SFT and GRPO - RS.
+/// Three arms on the same test tasks: pairs GRPO - SFT, RS - SFT and GRPO - RS, the
+/// recovery diagnostic, and standard errors recomputed from the per-task output.
+fn three_arms_on_test(sft: &Path, grpo: &Path, rs: &Path) {
     let eval = Command::new(BIN)
         .args(["eval", "--arm"])
-        .arg(format!("sft={}", chosen.display()))
+        .arg(format!("sft={}", sft.display()))
         .arg("--arm")
-        .arg(format!("grpo={}", out.display()))
+        .arg(format!("grpo={}", grpo.display()))
         .arg("--arm")
         .arg(format!("rs={}", rs.display()))
         .args([
@@ -412,6 +417,7 @@ fn arms_start_from_the_checkpoint_chosen_on_validation_and_eval_clusters_by_key(
             "--k",
             "1,2",
             "--json",
+            "--recovery",
             "--backend",
             "cpu",
         ])
@@ -471,7 +477,9 @@ fn arms_start_from_the_checkpoint_chosen_on_validation_and_eval_clusters_by_key(
         .map(|t| t["tasks"].as_u64().unwrap())
         .sum();
     assert_eq!(tier_tasks, 8);
-    std::fs::remove_dir_all(&dir).unwrap();
+    let recovery = &report["arms"][2]["recovery"];
+    assert_eq!(recovery["successes"].as_array().unwrap().len(), 8);
+    assert_eq!(recovery["overall"]["tasks"], 8);
 }
 
 #[test]

@@ -7,9 +7,10 @@
 //!    validation, the gate, GRPO, and GRPO's checkpoint chosen on validation.
 //! 2. `arlbook train --seed S --stage rs --init <chosen SFT> --out OUT/seed-S-rs`: the
 //!    rejection-sampling arm from the same checkpoint, with the same collector.
-//! 3. `arlbook eval --arm sft=.. --arm grpo=.. --arm rs=.. --split test`: the three
-//!    chosen checkpoints on the same test tasks and seeds, intervals over problem keys,
-//!    per tier; saved as `OUT/seed-S-test.json`.
+//! 3. `arlbook eval --arm sft=.. --arm grpo=.. --arm rs=.. --split test --recovery`:
+//!    the three chosen checkpoints on the same test tasks and seeds, intervals over
+//!    problem keys, per tier, and the recovery diagnostic (every arm from the same
+//!    wrong first patch); saved as `OUT/seed-S-test.json`.
 //!
 //! A step whose output exists is not run again (an interrupted training run is
 //! resumed), so the command can be repeated after a crash. The table (success per
@@ -150,7 +151,7 @@ fn run_seed(options: &Options, binary: &Path, seed: u64) -> anyhow::Result<SeedR
         let k = format!("1,{}", options.samples);
         let text = output(
             Command::new(binary)
-                .args(["eval", "--split", "test", "--json"])
+                .args(["eval", "--split", "test", "--json", "--recovery"])
                 .args(["--tasks", &options.tasks.to_string()])
                 .args(["--samples", &options.samples.to_string()])
                 .args(["--k", &k, "--seed", &options.eval_seed.to_string()])

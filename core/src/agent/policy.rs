@@ -73,7 +73,7 @@ pub trait Policy {
 
 /// Emits `text` followed by [`END`] with log-probability 0 (a deterministic policy),
 /// cut at `max_new_tokens`.
-fn scripted(text: &str, max_new_tokens: usize) -> Generation {
+pub fn scripted(text: &str, max_new_tokens: usize) -> Generation {
     let mut tokens = tokenizer().encode(text);
     tokens.push(END);
     tokens.truncate(max_new_tokens);

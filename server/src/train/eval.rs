@@ -27,7 +27,8 @@ use super::checkpoint;
 use super::config::TrainConfig;
 use super::generate::roll_out;
 use super::grpo::policy_info;
-use super::rollout::EpisodeSpec;
+use super::opening::roll_out_from_wrong_patch;
+use super::rollout::{EpisodeSpec, Rollout};
 use super::sampling::Sampler;
 use super::trainer::load_model;
 
@@ -53,6 +54,9 @@ pub struct EvalPlan {
     pub seed: u64,
     /// Episodes whose records are kept for display (the first ones).
     pub show: usize,
+    /// Also run the recovery diagnostic (every episode again, from the wrong first
+    /// patch of [`super::opening`]).
+    pub recovery: bool,
 }
 
 impl EvalPlan {
@@ -115,6 +119,8 @@ pub struct CheckpointRun {
     pub checkpoint: PathBuf,
     /// Successes per task, in plan order.
     pub successes: Vec<usize>,
+    /// Successes per task from the wrong first patch, with [`EvalPlan::recovery`].
+    pub recovered: Option<Vec<usize>>,
     /// The first [`EvalPlan::show`] episodes, for display.
     pub shown: Vec<EpisodeRecord>,
 }
@@ -131,6 +137,20 @@ pub struct ArmResult {
     /// Over all tasks.
     pub overall: Summary,
     /// Per tier (`A`, `B`), for tiers with at least one task.
+    pub tiers: BTreeMap<String, Summary>,
+    /// The recovery diagnostic, when asked for: success from the wrong first patch.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recovery: Option<Recovery>,
+}
+
+/// The recovery diagnostic's results of one arm.
+#[derive(Debug, Clone, Serialize)]
+pub struct Recovery {
+    /// Successes per task, in the order of [`Report::task_list`].
+    pub successes: Vec<usize>,
+    /// Over all tasks.
+    pub overall: Summary,
+    /// Per tier.
     pub tiers: BTreeMap<String, Summary>,
 }
 
@@ -231,13 +251,27 @@ pub fn run_checkpoint(folder: &Path, plan: &EvalPlan, device: &Device) -> Result
         top_p: None,
     };
     let info = policy_info(&config, folder.display().to_string());
-    let rollouts = roll_out(&model, device, &specs, &config.harness, &sampler, &info);
-    let mut successes = vec![0usize; plan.tasks];
-    for rollout in &rollouts {
-        if rollout.record.success() {
-            successes[rollout.record.group_id as usize] += 1;
+    let count = |rollouts: &[Rollout]| {
+        let mut successes = vec![0usize; plan.tasks];
+        for rollout in rollouts {
+            if rollout.record.success() {
+                successes[rollout.record.group_id as usize] += 1;
+            }
         }
-    }
+        successes
+    };
+    let rollouts = roll_out(&model, device, &specs, &config.harness, &sampler, &info);
+    let successes = count(&rollouts);
+    let recovered = plan.recovery.then(|| {
+        count(&roll_out_from_wrong_patch(
+            &model,
+            device,
+            &specs,
+            &config.harness,
+            &sampler,
+            &info,
+        ))
+    });
     let shown = rollouts
         .into_iter()
         .take(plan.show)
@@ -246,8 +280,30 @@ pub fn run_checkpoint(folder: &Path, plan: &EvalPlan, device: &Device) -> Result
     Ok(CheckpointRun {
         checkpoint: folder.to_owned(),
         successes,
+        recovered,
         shown,
     })
+}
+
+/// Summaries of `successes` over all tasks and per tier.
+fn summaries(
+    successes: &[usize],
+    tasks: &[Task],
+    sets: &[(Option<String>, Vec<usize>)],
+    plan: &EvalPlan,
+) -> Result<(Summary, BTreeMap<String, Summary>)> {
+    let mut tiers = BTreeMap::new();
+    let mut overall = None;
+    for (tier, subset) in sets {
+        let summary = summarise(successes, tasks, subset, plan)?;
+        match tier {
+            Some(tier) => {
+                tiers.insert(tier.clone(), summary);
+            }
+            None => overall = Some(summary),
+        }
+    }
+    Ok((overall.ok_or_else(|| anyhow::anyhow!("no tasks"))?, tiers))
 }
 
 /// The task sets a report covers: all tasks, then each tier present, by name.
@@ -360,23 +416,25 @@ pub fn report(plan: &EvalPlan, runs: &[(String, CheckpointRun)]) -> Result<Repor
     let arms = runs
         .iter()
         .map(|(name, run)| {
-            let mut tiers = BTreeMap::new();
-            let mut overall = None;
-            for (tier, subset) in &sets {
-                let summary = summarise(&run.successes, &tasks, subset, plan)?;
-                match tier {
-                    Some(tier) => {
-                        tiers.insert(tier.clone(), summary);
-                    }
-                    None => overall = Some(summary),
+            let (overall, tiers) = summaries(&run.successes, &tasks, &sets, plan)?;
+            let recovery = match &run.recovered {
+                Some(successes) => {
+                    let (overall, tiers) = summaries(successes, &tasks, &sets, plan)?;
+                    Some(Recovery {
+                        successes: successes.clone(),
+                        overall,
+                        tiers,
+                    })
                 }
-            }
+                None => None,
+            };
             Ok(ArmResult {
                 name: name.clone(),
                 checkpoint: run.checkpoint.clone(),
                 successes: run.successes.clone(),
-                overall: overall.ok_or_else(|| anyhow::anyhow!("no tasks"))?,
+                overall,
                 tiers,
+                recovery,
             })
         })
         .collect::<Result<Vec<_>>>()?;
@@ -465,6 +523,7 @@ mod tests {
             temperature: 1.0,
             seed: 4,
             show: 0,
+            recovery: false,
         };
         let tasks = plan.task_list();
         let a: Vec<usize> = (0..60).map(|i| i % 3).collect();
@@ -472,6 +531,7 @@ mod tests {
         let run = |s: &Vec<usize>| CheckpointRun {
             checkpoint: PathBuf::from("x"),
             successes: s.clone(),
+            recovered: None,
             shown: Vec::new(),
         };
         let report = report(

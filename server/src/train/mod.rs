@@ -11,7 +11,8 @@
 //! - [`selection`]: checkpoints chosen on validation, and the gate before RL.
 //! - [`checkpoint`], [`metrics`], [`progress`]: resumable state, JSON-lines metrics,
 //!   the progress line.
-//! - [`eval`]: success, pass@k and paired comparisons of checkpoints; [`plot`]: a
+//! - [`eval`]: success, pass@k and paired comparisons of checkpoints, and [`opening`]
+//!   the recovery diagnostic's forced wrong first patch; [`plot`]: a
 //!   picture of a run; [`bench`]: the synthetic workload of `cargo xtask bench train`.
 
 pub mod batching;
@@ -25,6 +26,7 @@ pub mod grpo;
 pub mod loss;
 pub mod metrics;
 pub mod model;
+pub mod opening;
 pub mod optimizer;
 pub mod plot;
 pub mod progress;

@@ -89,6 +89,7 @@ fn validation_plan(config: &TrainConfig, tasks: usize, samples: usize, ks: Vec<u
         temperature: config.grpo.temperature,
         seed: SELECTION_SEED,
         show: 0,
+        recovery: false,
     }
 }
 
