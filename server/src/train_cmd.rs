@@ -118,7 +118,7 @@ pub fn run_train(args: &TrainArgs) -> Result<ExitCode> {
         if let Some(init) = &args.init {
             let rl = args
                 .stage
-                .rl_stage()
+                .rl_stage(&trainer.config)
                 .context("--init: starts an RL stage; use it with --stage grpo, rs or all")?;
             let folder = eval::resolve_checkpoint(init)?;
             trainer.init_from(&folder, rl)?;

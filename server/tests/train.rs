@@ -483,6 +483,33 @@ fn three_arms_on_test(sft: &Path, grpo: &Path, rs: &Path) {
 }
 
 #[test]
+fn the_config_arm_rs_runs_sft_then_the_rejection_sampling_arm() {
+    let dir = scratch("arm-rs");
+    let config = write_config(&dir, &format!("arm = \"rs\"\n{TINY}\n[rs]\nsteps = 2\n"));
+    let out = dir.join("run");
+    let result = train(&config, &out, &[]);
+    assert!(
+        result.status.success(),
+        "{}",
+        String::from_utf8_lossy(&result.stderr)
+    );
+    let mut expected: Vec<(String, u64)> = (1..=6).map(|s| ("sft".to_owned(), s)).collect();
+    expected.extend((1..=2).map(|s| ("rs".to_owned(), s)));
+    assert_eq!(keys(&rows(&out)), expected);
+    let latest = std::fs::read_to_string(out.join("checkpoints").join("latest")).unwrap();
+    assert_eq!(latest, "rs-000002");
+    // A GRPO stage cannot continue a folder that holds the RS arm.
+    let refused = Command::new(BIN)
+        .args(["train", "--resume", "--stage", "grpo", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("needs its own --out"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn config_errors_name_the_field_and_exit_nonzero() {
     let dir = scratch("bad");
     for (text, field) in [
@@ -493,6 +520,7 @@ fn config_errors_name_the_field_and_exit_nonzero() {
         ("[grpo]\nunknown_knob = 1\n", "unknown_knob"),
         ("[selection]\nsft_steps = [0]\n", "selection.sft_steps"),
         ("[rs]\nlearning_rate = 2.0\n", "rs.learning_rate"),
+        ("arm = \"ppo\"\n", "arm"),
     ] {
         let config = write_config(&dir, text);
         let result = train(&config, &dir.join("never"), &["--backend", "cpu"]);

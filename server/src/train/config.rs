@@ -30,6 +30,17 @@ pub enum BackendChoice {
     Gpu,
 }
 
+/// Which reinforcement-learning arm follows SFT in `arlbook train` (`--stage all`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum RlArm {
+    /// GRPO on the policy's own groups.
+    #[default]
+    Grpo,
+    /// Rejection-sampling SFT on the policy's own successes (`[rs]`).
+    Rs,
+}
+
 /// The transformer's shape.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -320,6 +331,8 @@ pub struct TrainConfig {
     pub seed: u64,
     /// Device. Default `auto`.
     pub backend: BackendChoice,
+    /// The RL arm after SFT: `grpo` or `rs`. Default `grpo`.
+    pub arm: RlArm,
     /// Save a checkpoint every this many optimizer steps (SFT and GRPO). Default 25.
     pub checkpoint_every: usize,
     /// The model.
@@ -343,6 +356,7 @@ impl Default for TrainConfig {
         Self {
             seed: 7,
             backend: BackendChoice::Auto,
+            arm: RlArm::Grpo,
             checkpoint_every: 25,
             model: ModelConfig::default(),
             harness: HarnessConfig {

@@ -11,7 +11,7 @@ use burn::prelude::*;
 use serde_json::{Value, json};
 
 use super::checkpoint::{self, PendingBatch, State};
-use super::config::TrainConfig;
+use super::config::{RlArm, TrainConfig};
 use super::metrics::{MetricsWriter, Position};
 use super::model::PolicyModel;
 use super::optimizer::adamw;
@@ -27,17 +27,21 @@ pub enum Stage {
     /// Rejection-sampling SFT only (after SFT in the same output folder, or from
     /// `--init`): the comparison arm of GRPO.
     Rs,
-    /// SFT, then GRPO.
+    /// SFT, then the config's `arm` (GRPO unless `arm = "rs"`).
     All,
 }
 
 impl Stage {
-    /// The RL stage (position stage number) this invocation runs, if any.
-    pub fn rl_stage(self) -> Option<u8> {
+    /// The RL stage (position stage number) this invocation runs under `config`, if any.
+    pub fn rl_stage(self, config: &TrainConfig) -> Option<u8> {
         match self {
             Self::Sft => None,
-            Self::Grpo | Self::All => Some(1),
+            Self::Grpo => Some(1),
             Self::Rs => Some(2),
+            Self::All => Some(match config.arm {
+                RlArm::Grpo => 1,
+                RlArm::Rs => 2,
+            }),
         }
     }
 }
@@ -220,7 +224,7 @@ impl Trainer {
         if matches!(stage, Stage::Sft | Stage::All) && self.position.stage == 0 {
             super::sft::run(self)?;
         }
-        if let Some(rl) = stage.rl_stage() {
+        if let Some(rl) = stage.rl_stage(&self.config) {
             if self.position.stage == 0 {
                 if self.position.step < self.config.sft.total_steps() {
                     bail!(

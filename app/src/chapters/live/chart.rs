@@ -192,7 +192,7 @@ pub fn draw<DB: DrawingBackend>(
 ) -> DrawResult<DB> {
     let (_, height) = area.dim_in_pixel();
     let grpo = |label: &'static str, color: RGBColor, field: fn(&Row) -> Option<f64>| {
-        Line::of(run, Stage::Grpo, label, color, field)
+        Line::of(run, Stage::Rl, label, color, field)
     };
     let panels: [(&str, Vec<Line>, Scale); PANELS] = [
         (

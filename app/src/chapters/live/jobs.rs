@@ -128,7 +128,12 @@ pub struct Overrides {
     pub recovery_steps: String,
     /// `grpo.steps`.
     pub grpo_steps: String,
+    /// `arm`: the RL arm after SFT, `grpo` or `rs` (empty: the preset's).
+    pub arm: String,
 }
+
+/// The RL arms a job can run after SFT (the config's `arm`).
+pub const ARMS: [&str; 2] = ["grpo", "rs"];
 
 impl Overrides {
     /// The fields in the form's order: `(dotted config field, text)`.
@@ -160,6 +165,18 @@ pub fn job_request(preset: &str, overrides: &Overrides) -> Result<Value, FieldEr
             .parse()
             .map_err(|_| FieldError::new(path, format!("`{text}` is not a whole number >= 0")))?;
         insert_dotted(&mut body, path, Value::from(number));
+    }
+    match overrides.arm.trim() {
+        "" => {}
+        arm if ARMS.contains(&arm) => {
+            body.insert("arm".to_owned(), Value::from(arm));
+        }
+        other => {
+            return Err(FieldError::new(
+                "arm",
+                format!("`{other}` is not an arm; choose grpo or rs"),
+            ));
+        }
     }
     Ok(Value::Object(body))
 }
@@ -196,10 +213,11 @@ mod tests {
             sft_steps: "6".to_owned(),
             recovery_steps: "0".to_owned(),
             grpo_steps: "1".to_owned(),
+            arm: "rs".to_owned(),
         };
         assert_eq!(
             job_request("cpu-small", &overrides).unwrap(),
-            json!({"preset": "cpu-small", "seed": 11,
+            json!({"preset": "cpu-small", "seed": 11, "arm": "rs",
                    "sft": {"steps": 6, "recovery_steps": 0}, "grpo": {"steps": 1}})
         );
         assert_eq!(
@@ -216,6 +234,14 @@ mod tests {
         };
         let err = job_request("cpu-small", &overrides).unwrap_err();
         assert_eq!(err.field, "grpo.steps");
+        let overrides = Overrides {
+            arm: "ppo".to_owned(),
+            ..Overrides::default()
+        };
+        assert_eq!(
+            job_request("cpu-small", &overrides).unwrap_err().field,
+            "arm"
+        );
         assert_eq!(
             job_request("", &Overrides::default()).unwrap_err().field,
             "preset"

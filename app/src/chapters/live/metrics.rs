@@ -15,8 +15,8 @@ pub const READOUT_PREFIX: &str = "live";
 pub enum Stage {
     /// Supervised fine-tuning on teacher demonstrations.
     Sft,
-    /// One GRPO update.
-    Grpo,
+    /// One RL update: a GRPO step, or a step of the rejection-sampling arm (`rs`).
+    Rl,
     /// A held-out evaluation during GRPO.
     Validation,
     /// A stage these charts do not know.
@@ -26,7 +26,8 @@ pub enum Stage {
 /// One metrics row: the fields the charts use.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 pub struct Row {
-    /// `sft`, `grpo` or `validation`.
+    /// `sft`, `grpo`, `rs` or `validation` (others, such as `selection`, are kept
+    /// and not drawn).
     pub stage: String,
     /// The step within its stage, counted from 1 (validation rows: the GRPO step it
     /// followed, 0 before the first update).
@@ -66,7 +67,7 @@ impl Row {
     pub fn stage(&self) -> Stage {
         match self.stage.as_str() {
             "sft" => Stage::Sft,
-            "grpo" => Stage::Grpo,
+            "grpo" | "rs" => Stage::Rl,
             "validation" => Stage::Validation,
             _ => Stage::Other,
         }
@@ -121,7 +122,7 @@ impl Run {
 
     /// The success rate of the last GRPO row that has one.
     pub fn last_success(&self) -> Option<f64> {
-        self.of(Stage::Grpo).rev().find_map(|r| r.success_rate)
+        self.of(Stage::Rl).rev().find_map(|r| r.success_rate)
     }
 
     /// The numbers shown under the charts: `live-rows`, `live-step`, `live-success`
@@ -138,7 +139,7 @@ impl Run {
                 READOUT_PREFIX,
                 "step",
                 match self.rows.last().map(Row::stage) {
-                    Some(Stage::Grpo | Stage::Validation) => "last step (GRPO)",
+                    Some(Stage::Rl | Stage::Validation) => "last step (RL)",
                     Some(Stage::Sft) => "last step (SFT)",
                     _ => "last step",
                 },
@@ -164,7 +165,7 @@ mod tests {
         let run = Run::from_jsonl(RECORDED_RUN).unwrap();
         assert_eq!(run.rows.len(), 623);
         assert_eq!(run.of(Stage::Sft).count(), 600);
-        assert_eq!(run.of(Stage::Grpo).count(), 20);
+        assert_eq!(run.of(Stage::Rl).count(), 20);
         assert_eq!(run.of(Stage::Validation).count(), 3);
         let loss = run.series(Stage::Sft, |r| r.loss);
         assert_eq!(loss.len(), 600);
@@ -177,7 +178,7 @@ mod tests {
     #[test]
     fn unknown_fields_are_ignored_and_missing_ones_are_none() {
         let row = Row::parse(r#"{"stage":"grpo","step":3,"kl":0.5,"discarded":{"x":1}}"#).unwrap();
-        assert_eq!(row.stage(), Stage::Grpo);
+        assert_eq!(row.stage(), Stage::Rl);
         assert_eq!(row.kl, Some(0.5));
         assert_eq!(row.entropy, None);
         let row = Row::parse(r#"{"stage":"grpo","step":3,"kl":null}"#).unwrap();
@@ -216,7 +217,7 @@ mod tests {
              {\"stage\":\"grpo\",\"step\":3,\"kl\":0.3}\n",
         )
         .unwrap();
-        assert_eq!(run.series(Stage::Grpo, |r| r.kl), [(1.0, 0.1), (3.0, 0.3)]);
+        assert_eq!(run.series(Stage::Rl, |r| r.kl), [(1.0, 0.1), (3.0, 0.3)]);
         assert_eq!(
             run.series(Stage::Validation, |r| r.val_success),
             [(1.0, 0.5)]

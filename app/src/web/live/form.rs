@@ -66,6 +66,7 @@ struct Form {
     sft_steps: RwSignal<String>,
     recovery_steps: RwSignal<String>,
     grpo_steps: RwSignal<String>,
+    arm: RwSignal<String>,
     error: RwSignal<Option<FormError>>,
     notice: RwSignal<String>,
     busy: RwSignal<bool>,
@@ -80,6 +81,7 @@ impl Form {
             sft_steps: RwSignal::new(String::new()),
             recovery_steps: RwSignal::new(String::new()),
             grpo_steps: RwSignal::new(String::new()),
+            arm: RwSignal::new(String::new()),
             error: RwSignal::new(None),
             notice: RwSignal::new(String::new()),
             busy: RwSignal::new(false),
@@ -118,6 +120,7 @@ impl Form {
             sft_steps: self.sft_steps.get_untracked(),
             recovery_steps: self.recovery_steps.get_untracked(),
             grpo_steps: self.grpo_steps.get_untracked(),
+            arm: self.arm.get_untracked(),
         };
         let body = match jobs::job_request(&self.chosen.get_untracked(), &overrides) {
             Ok(body) => body.to_string(),
@@ -166,6 +169,7 @@ pub fn JobForm(session: Session) -> impl IntoView {
         sft_steps,
         recovery_steps,
         grpo_steps,
+        arm,
         error,
         notice,
         busy,
@@ -218,6 +222,33 @@ pub fn JobForm(session: Session) -> impl IntoView {
                 <OverrideInput id="live-recovery-steps" field="sft.recovery_steps" label="recovery steps" value=recovery_steps preset=preset error=error/>
                 <OverrideInput id="live-grpo-steps" field="grpo.steps" label="GRPO steps" value=grpo_steps preset=preset error=error/>
                 <div class="control">
+                    <label for="live-arm">"RL arm"</label>
+                    <select
+                        id="live-arm"
+                        aria-describedby="live-token-help"
+                        on:change=move |ev| arm.set(event_target_value(&ev))
+                    >
+                        <option value="" selected=move || arm.with(String::is_empty)>
+                            {move || {
+                                let named = preset
+                                    .with(|p| p.as_ref().and_then(|p| p.setting("arm")))
+                                    .unwrap_or_else(|| "grpo".to_owned());
+                                format!("preset's ({named})")
+                            }}
+                        </option>
+                        {jobs::ARMS
+                            .iter()
+                            .map(|&name| {
+                                view! {
+                                    <option value=name selected=move || arm.with(|a| a == name)>
+                                        {name}
+                                    </option>
+                                }
+                            })
+                            .collect_view()}
+                    </select>
+                </div>
+                <div class="control">
                     <label for="live-token">"token"</label>
                     <input
                         type="password"
@@ -230,8 +261,10 @@ pub fn JobForm(session: Session) -> impl IntoView {
                 </div>
             </div>
             <p class="summary" id="live-token-help">
-                "Empty fields keep the preset's value (shown greyed). The token is needed only \
-                 when the server listens beyond this machine; it is sent as a bearer token."
+                "Empty fields keep the preset's value (shown greyed). The RL arm after SFT is \
+                 GRPO or rejection-sampling SFT (rs: the same rollouts, trained on the \
+                 successful ones only). The token is needed only when the server listens \
+                 beyond this machine; it is sent as a bearer token."
             </p>
             <div class="actions">
                 <button type="submit" id="live-start" disabled=move || busy.get()>"Start"</button>
