@@ -45,6 +45,10 @@ pub struct PendingBatch {
     /// written before this field existed).
     #[serde(default)]
     pub task_keys: Vec<String>,
+    /// Successful rollouts among all `sampled`, discarded groups included (0 in
+    /// checkpoints written before this field existed).
+    #[serde(default)]
+    pub sampled_successes: usize,
 }
 
 /// A rollout as stored in `state.json`.

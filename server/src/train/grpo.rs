@@ -113,6 +113,7 @@ pub fn collect(
     let mut groups_sampled = 0usize;
     let mut groups_mixed = 0usize;
     let mut task_keys = Vec::new();
+    let mut sampled_successes = 0;
     let rounds = if g.dynamic_sampling {
         g.max_refill_rounds + 1
     } else {
@@ -145,6 +146,7 @@ pub fn collect(
         }
         let rollouts = roll_out(model, device, &specs, &config.harness, &sampler, &info);
         sampled += rollouts.len();
+        sampled_successes += rollouts.iter().filter(|r| r.record.success()).count();
         sampled_tokens += rollouts
             .iter()
             .map(|r| r.record.generated_tokens())
@@ -193,6 +195,7 @@ pub fn collect(
             0.0
         },
         task_keys,
+        sampled_successes,
     }
 }
 
@@ -591,6 +594,7 @@ pub fn run(trainer: &mut Trainer) -> Result<()> {
             "effective_group_fraction": batch.effective_fraction,
             "reward": reward_mean,
             "success_rate": mean(all.iter().map(|r| f64::from(u8::from(r.record.success())))),
+            "sampled_success_rate": batch.sampled_successes as f64 / batch.sampled.max(1) as f64,
             "gen_len_mean": mean(gen_lengths.iter().map(|&l| l as f64)),
             "gen_len_max": gen_lengths.iter().copied().max().unwrap_or(0),
             "truncation_rate": truncated as f64 / all.len().max(1) as f64,

@@ -67,9 +67,14 @@ pub fn svg(rows: &[Value], title: &str) -> Result<String> {
             .draw_series(LineSeries::new(loss, &BLUE))
             .map_err(|e| anyhow::anyhow!("{e}"))?;
 
-        let train = series(rows, "grpo", "success_rate");
+        // A run of the rejection-sampling arm has `rs` rows where GRPO's would be.
+        let (arm, train) = match series(rows, "grpo", "success_rate") {
+            grpo if grpo.is_empty() => ("RS", series(rows, "rs", "success_rate")),
+            grpo => ("GRPO", grpo),
+        };
         let validation = series(rows, "validation", "val_success");
-        let mut chart = panel(&right, "GRPO: success rate", upper(&train), 1.0)?;
+        let caption = format!("{arm}: success rate");
+        let mut chart = panel(&right, &caption, upper(&train), 1.0)?;
         chart
             .draw_series(LineSeries::new(train, &BLUE))
             .map_err(|e| anyhow::anyhow!("{e}"))?

@@ -44,7 +44,12 @@ impl Progress {
             0
         };
         let bar: String = "#".repeat(filled) + &".".repeat(width - filled);
-        let mut line = format!("{stage:<10} {step:>5}/{total:<5} [{bar}]");
+        // Rows outside a stage's steps (the selection, the gate) have no bar.
+        let mut line = if total > 0 {
+            format!("{stage:<10} {step:>5}/{total:<5} [{bar}]")
+        } else {
+            format!("{stage:<10} {step:>5}")
+        };
         for (key, label) in [
             ("loss", "loss"),
             ("success_rate", "success"),

@@ -201,11 +201,12 @@ pub fn draw<DB: DrawingBackend>(
             Scale::Extent,
         ),
         (
-            "GRPO: success and reward",
+            "RL: success and reward",
             vec![
                 // A binary reward makes both series equal: the reward goes first, wider.
                 grpo("reward", ORANGE, |r| r.reward).wide(4.0),
-                grpo("success rate", BLUE, |r| r.success_rate),
+                grpo("success rate (kept groups)", BLUE, |r| r.success_rate),
+                grpo("success rate (all sampled)", GREEN, |r| r.sampled_success_rate),
                 Line::of(run, Stage::Validation, "held-out success", RED, |r| {
                     r.val_success
                 }),
@@ -284,7 +285,7 @@ mod tests {
         assert!(svg.starts_with("<svg"));
         for title in [
             "SFT: loss per target token",
-            "GRPO: success and reward",
+            "RL: success and reward",
             "effective group fraction",
             "clip fractions",
             "KL to the reference",

@@ -36,8 +36,12 @@ pub struct Row {
     pub steps: Option<u64>,
     /// SFT: mean cross-entropy per target token (nats); GRPO: the surrogate loss.
     pub loss: Option<f64>,
-    /// GRPO: fraction of the step's rollouts that solved their task.
+    /// GRPO: fraction of the step's kept rollouts that solved their task (with
+    /// dynamic sampling only mixed groups are kept, so this is not the policy's rate).
     pub success_rate: Option<f64>,
+    /// GRPO: fraction of every rollout sampled for the step, discarded groups
+    /// included, that solved its task.
+    pub sampled_success_rate: Option<f64>,
     /// GRPO: mean episode reward.
     pub reward: Option<f64>,
     /// GRPO: fraction of sampled groups whose rewards were not all equal (the only

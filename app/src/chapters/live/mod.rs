@@ -37,8 +37,12 @@ pub const CHAPTER: Chapter = Chapter {
         ),
         Block::Text(
             "Success and reward: the share of the step's rollouts that fixed their task, \
-             and their mean reward, with held-out validation as dots. On a healthy run \
-             both drift upward; noise from step to step is normal with small groups.",
+             and their mean reward, with held-out validation as dots. Two success lines: \
+             every rollout the step sampled, and the ones kept for the update. With \
+             dynamic sampling only groups with mixed outcomes are kept, so the kept line \
+             counts successes inside those groups and can sit far above what the policy \
+             manages; the policy's own rate is the line over all sampled rollouts. On a healthy run both drift upward; noise \
+             from step to step is normal with small groups.",
         ),
         Block::Text(
             "Effective group fraction: the share of groups whose rewards were not all \
