@@ -71,6 +71,23 @@ fn train(config: &Path, out: &Path, extra: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
+/// `arlbook eval ARGS --split test --samples 2 --k 1,2 --json --backend cpu`, parsed.
+fn eval_on_test(args: &[String], tasks: usize) -> Value {
+    let eval = Command::new(BIN)
+        .arg("eval")
+        .args(args)
+        .args(["--split", "test", "--samples", "2", "--k", "1,2", "--json"])
+        .args(["--backend", "cpu", "--tasks", &tasks.to_string()])
+        .output()
+        .unwrap();
+    assert!(
+        eval.status.success(),
+        "{}",
+        String::from_utf8_lossy(&eval.stderr)
+    );
+    serde_json::from_slice(&eval.stdout).unwrap()
+}
+
 fn rows(out: &Path) -> Vec<Value> {
     std::fs::read_to_string(out.join("metrics.jsonl"))
         .unwrap()
@@ -166,32 +183,15 @@ fn a_tiny_run_trains_both_stages_and_logs_every_metric() {
 
     // Evaluation of the final checkpoint against the SFT checkpoint.
     let sft_checkpoint = out.join("checkpoints").join("sft-000006");
-    let eval = Command::new(BIN)
-        .args(["eval", "--checkpoint"])
-        .arg(&out)
-        .arg("--baseline")
-        .arg(&sft_checkpoint)
-        .args([
-            "--split",
-            "test",
-            "--tasks",
-            "4",
-            "--samples",
-            "2",
-            "--k",
-            "1,2",
-            "--json",
-            "--backend",
-            "cpu",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        eval.status.success(),
-        "{}",
-        String::from_utf8_lossy(&eval.stderr)
+    let report = eval_on_test(
+        &[
+            "--checkpoint".to_owned(),
+            out.display().to_string(),
+            "--baseline".to_owned(),
+            sft_checkpoint.display().to_string(),
+        ],
+        4,
     );
-    let report: Value = serde_json::from_slice(&eval.stdout).unwrap();
     let arms = report["arms"].as_array().unwrap();
     assert_eq!(arms[0]["name"], "baseline");
     assert_eq!(arms[1]["name"], "model");
@@ -400,35 +400,18 @@ fn arms_start_from_the_checkpoint_chosen_on_validation_and_eval_clusters_by_key(
 /// Three arms on the same test tasks: pairs GRPO - SFT, RS - SFT and GRPO - RS, the
 /// recovery diagnostic, and standard errors recomputed from the per-task output.
 fn three_arms_on_test(sft: &Path, grpo: &Path, rs: &Path) {
-    let eval = Command::new(BIN)
-        .args(["eval", "--arm"])
-        .arg(format!("sft={}", sft.display()))
-        .arg("--arm")
-        .arg(format!("grpo={}", grpo.display()))
-        .arg("--arm")
-        .arg(format!("rs={}", rs.display()))
-        .args([
-            "--split",
-            "test",
-            "--tasks",
-            "8",
-            "--samples",
-            "2",
-            "--k",
-            "1,2",
-            "--json",
-            "--recovery",
-            "--backend",
-            "cpu",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        eval.status.success(),
-        "{}",
-        String::from_utf8_lossy(&eval.stderr)
+    let report = eval_on_test(
+        &[
+            "--arm".to_owned(),
+            format!("sft={}", sft.display()),
+            "--arm".to_owned(),
+            format!("grpo={}", grpo.display()),
+            "--arm".to_owned(),
+            format!("rs={}", rs.display()),
+            "--recovery".to_owned(),
+        ],
+        8,
     );
-    let report: Value = serde_json::from_slice(&eval.stdout).unwrap();
     let pairs: Vec<(String, String)> = report["pairs"]
         .as_array()
         .unwrap()

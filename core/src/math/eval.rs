@@ -169,11 +169,17 @@ pub fn bootstrap_mean_ci(
             total / n as f64
         })
         .collect();
-    means.sort_by(f64::total_cmp);
-    Ok([
-        quantile_sorted(&means, (1.0 - level) / 2.0),
-        quantile_sorted(&means, f64::midpoint(1.0, level)),
-    ])
+    Ok(percentile_interval(&mut means, level))
+}
+
+/// The central `level` interval of resampled statistics: their `(1 - level)/2` and
+/// `(1 + level)/2` type-7 quantiles (sorts `values`).
+fn percentile_interval(values: &mut [f64], level: f64) -> [f64; 2] {
+    values.sort_by(f64::total_cmp);
+    [
+        quantile_sorted(values, (1.0 - level) / 2.0),
+        quantile_sorted(values, f64::midpoint(1.0, level)),
+    ]
 }
 
 /// Clusters of `labels`: for each distinct label in order of first appearance, the
@@ -257,11 +263,7 @@ pub fn cluster_bootstrap_mean_ci(
             total / size as f64
         })
         .collect();
-    means.sort_by(f64::total_cmp);
-    Ok([
-        quantile_sorted(&means, (1.0 - level) / 2.0),
-        quantile_sorted(&means, f64::midpoint(1.0, level)),
-    ])
+    Ok(percentile_interval(&mut means, level))
 }
 
 /// The cluster-robust (CR1) standard error of the mean of `values`:

@@ -17,7 +17,9 @@ use burn::prelude::*;
 
 use super::generate::{ModelGenerator, in_parts, rollout_threads};
 use super::model::PolicyModel;
-use super::rollout::{Action, EpisodeSpec, Generator, Request, Rollout, run_lockstep};
+use super::rollout::{
+    Action, EpisodeSpec, Generator, Request, Rollout, answer_with_model, run_lockstep,
+};
 use super::sampling::Sampler;
 
 /// The forced opening of `task`.
@@ -49,32 +51,22 @@ struct Opening<G> {
 
 impl<G: Generator> Generator for Opening<G> {
     fn generate(&mut self, requests: &mut [Request<'_>], sampler: &Sampler) -> Vec<Action> {
-        let mut actions: Vec<Option<Action>> = vec![None; requests.len()];
-        let mut asked = Vec::new();
-        let mut model_requests = Vec::new();
-        for (k, request) in requests.iter_mut().enumerate() {
-            let episode = request.episode;
-            let call = self.calls[episode];
-            self.calls[episode] += 1;
-            if let Some(forced) = self.openings[episode].get(call) {
-                let generation = scripted(&forced.to_text(), request.limit);
-                actions[k] = Some(Action {
-                    entropy: vec![0.0; generation.tokens.len()],
-                    generation,
-                    keep: Vec::new(),
-                });
-            } else {
-                asked.push(k);
-                model_requests.push(Request {
-                    context: request.context,
-                    limit: request.limit,
-                    rng: &mut *request.rng,
-                    episode,
-                });
-            }
-        }
-        let generated = self.model.generate(&mut model_requests, sampler);
-        for (k, action) in asked.into_iter().zip(generated) {
+        let (openings, calls) = (&self.openings, &mut self.calls);
+        let (mut actions, generated) =
+            answer_with_model(&mut self.model, requests, sampler, |request| {
+                let episode = request.episode;
+                let call = calls[episode];
+                calls[episode] += 1;
+                openings[episode].get(call).map(|forced| {
+                    let generation = scripted(&forced.to_text(), request.limit);
+                    Action {
+                        entropy: vec![0.0; generation.tokens.len()],
+                        generation,
+                        keep: Vec::new(),
+                    }
+                })
+            });
+        for (k, action) in generated {
             actions[k] = Some(action);
         }
         actions.into_iter().map(Option::unwrap_or_default).collect()

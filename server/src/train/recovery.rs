@@ -34,7 +34,9 @@ use serde::{Deserialize, Serialize};
 
 use super::generate::{ModelGenerator, in_parts, rollout_threads};
 use super::model::PolicyModel;
-use super::rollout::{Action, EpisodeSpec, Generator, Request, Rollout, run_lockstep};
+use super::rollout::{
+    Action, EpisodeSpec, Generator, Request, Rollout, answer_with_model, run_lockstep,
+};
 use super::sampling::Sampler;
 
 /// Seed offset of the tasks the model attempts (apart from the teacher's SFT tasks).
@@ -108,26 +110,14 @@ fn ends_or_malformed(tokens: &[u32]) -> bool {
 
 impl<G: Generator> Generator for TakeOver<G> {
     fn generate(&mut self, requests: &mut [Request<'_>], sampler: &Sampler) -> Vec<Action> {
-        let mut actions: Vec<Option<Action>> = vec![None; requests.len()];
-        let mut asked: Vec<usize> = Vec::new();
-        let mut model_requests: Vec<Request<'_>> = Vec::new();
-        for (k, request) in requests.iter_mut().enumerate() {
-            let episode = request.episode;
-            if let Driver::Teacher(_) = self.drivers[episode] {
-                actions[k] = Some(teacher_action(&mut self.teachers[episode], request));
-            } else {
-                asked.push(k);
-                model_requests.push(Request {
-                    context: request.context,
-                    limit: request.limit,
-                    rng: &mut *request.rng,
-                    episode,
-                });
-            }
-        }
-        let generated = self.model.generate(&mut model_requests, sampler);
-        drop(model_requests);
-        for (k, action) in asked.into_iter().zip(generated) {
+        let (drivers, teachers) = (&self.drivers, &mut self.teachers);
+        let (mut actions, generated) =
+            answer_with_model(&mut self.model, requests, sampler, |request| {
+                let episode = request.episode;
+                matches!(drivers[episode], Driver::Teacher(_))
+                    .then(|| teacher_action(&mut teachers[episode], request))
+            });
+        for (k, action) in generated {
             let request = &mut requests[k];
             let episode = request.episode;
             let Driver::Model(calls) = self.drivers[episode] else {

@@ -45,6 +45,36 @@ pub trait Generator {
     fn generate(&mut self, requests: &mut [Request<'_>], sampler: &Sampler) -> Vec<Action>;
 }
 
+/// Answers `requests` partly without the model: `fixed` gives the action of a request
+/// it answers itself (a scripted call), and the others go to `model` in one batch.
+/// Returns the fixed answers by request index (`None` where the model was asked) and
+/// the model's answers as `(request index, action)`, in order.
+pub fn answer_with_model<G: Generator>(
+    model: &mut G,
+    requests: &mut [Request<'_>],
+    sampler: &Sampler,
+    mut fixed: impl FnMut(&mut Request<'_>) -> Option<Action>,
+) -> (Vec<Option<Action>>, Vec<(usize, Action)>) {
+    let mut actions: Vec<Option<Action>> = Vec::with_capacity(requests.len());
+    let mut asked = Vec::new();
+    let mut model_requests = Vec::new();
+    for (k, request) in requests.iter_mut().enumerate() {
+        let action = fixed(request);
+        if action.is_none() {
+            asked.push(k);
+            model_requests.push(Request {
+                context: request.context,
+                limit: request.limit,
+                rng: &mut *request.rng,
+                episode: request.episode,
+            });
+        }
+        actions.push(action);
+    }
+    let generated = model.generate(&mut model_requests, sampler);
+    (actions, asked.into_iter().zip(generated).collect())
+}
+
 /// An episode to run.
 #[derive(Debug, Clone)]
 pub struct EpisodeSpec {

@@ -206,7 +206,9 @@ pub fn draw<DB: DrawingBackend>(
                 // A binary reward makes both series equal: the reward goes first, wider.
                 grpo("reward", ORANGE, |r| r.reward).wide(4.0),
                 grpo("success rate (kept groups)", BLUE, |r| r.success_rate),
-                grpo("success rate (all sampled)", GREEN, |r| r.sampled_success_rate),
+                grpo("success rate (all sampled)", GREEN, |r| {
+                    r.sampled_success_rate
+                }),
                 Line::of(run, Stage::Validation, "held-out success", RED, |r| {
                     r.val_success
                 }),
