@@ -292,9 +292,11 @@ impl Default for RsConfig {
 pub struct SelectionConfig {
     /// Whether to select. Default false (GRPO starts from the last SFT step).
     pub enabled: bool,
-    /// SFT steps whose checkpoints are candidates, besides the last. Default none.
+    /// SFT steps whose checkpoints are candidates, besides the last (steps past the
+    /// end are ignored). Default none.
     pub sft_steps: Vec<usize>,
-    /// GRPO or RS steps whose checkpoints are candidates, besides the last. Default none.
+    /// GRPO or RS steps whose checkpoints are candidates, besides the last (steps past
+    /// the end are ignored). Default none.
     pub rl_steps: Vec<usize>,
     /// Validation tasks scored per candidate. Default 150.
     pub tasks: usize,
@@ -578,17 +580,17 @@ impl TrainConfig {
 
     fn validate_selection(&self) -> Result<()> {
         let v = &self.selection;
-        let sft_total = self.sft.total_steps();
-        let rl_most = self.grpo.steps.max(self.rs.steps);
+        // A candidate past its stage's end is ignored (a shorter run from the same
+        // preset keeps its other settings); step 0 is no checkpoint.
         require(
-            v.sft_steps.iter().all(|&s| (1..=sft_total).contains(&s)),
+            v.sft_steps.iter().all(|&s| (1..=MAX_STEPS).contains(&s)),
             "selection.sft_steps",
-            "every step must be in 1..=sft.steps + sft.recovery_steps",
+            &format!("every step must be in 1..={MAX_STEPS}"),
         )?;
         require(
-            v.rl_steps.iter().all(|&s| (1..=rl_most).contains(&s)),
+            v.rl_steps.iter().all(|&s| (1..=MAX_STEPS).contains(&s)),
             "selection.rl_steps",
-            "every step must be in 1..=the larger of grpo.steps and rs.steps",
+            &format!("every step must be in 1..={MAX_STEPS}"),
         )?;
         require(
             v.sft_steps.len() + v.rl_steps.len() <= 64,

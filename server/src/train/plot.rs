@@ -73,13 +73,26 @@ pub fn svg(rows: &[Value], title: &str) -> Result<String> {
             grpo => ("GRPO", grpo),
         };
         let validation = series(rows, "validation", "val_success");
+        let sampled = series(rows, "grpo", "sampled_success_rate");
         let caption = format!("{arm}: success rate");
         let mut chart = panel(&right, &caption, upper(&train), 1.0)?;
+        let kept = if sampled.is_empty() {
+            "training rollouts (train split, T = 1)"
+        } else {
+            "kept training rollouts (mixed groups)"
+        };
         chart
             .draw_series(LineSeries::new(train, &BLUE))
             .map_err(|e| anyhow::anyhow!("{e}"))?
-            .label("training rollouts (train split, T = 1)")
+            .label(kept)
             .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], BLUE));
+        if !sampled.is_empty() {
+            chart
+                .draw_series(LineSeries::new(sampled, &GREEN))
+                .map_err(|e| anyhow::anyhow!("{e}"))?
+                .label("all sampled training rollouts")
+                .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], GREEN));
+        }
         chart
             .draw_series(LineSeries::new(validation.clone(), &RED))
             .map_err(|e| anyhow::anyhow!("{e}"))?

@@ -41,6 +41,27 @@ const TINY_JOB: [(&str, &str); 3] = [
     ("live-grpo-steps", "1"),
 ];
 
+/// Types [`TINY_JOB`] into the form and turns the selection on validation off.
+fn fill_tiny_job(browser: &Browser, checks: &mut Checks) {
+    for (id, value) in TINY_JOB {
+        match browser.find(id, SETTLE) {
+            Some(field) => browser.send_keys(&field, value),
+            None => checks.failures.push(format!("{PAGE}: no field {id}")),
+        }
+    }
+    // No checkpoint selection on validation: it would score hundreds of episodes.
+    let chosen = browser.execute(
+        "const s = document.getElementById('live-selection'); if (!s) return false; \
+         s.value = 'off'; s.dispatchEvent(new Event('change', {bubbles: true})); return true;",
+        &[],
+    );
+    if chosen != Value::Bool(true) {
+        checks
+            .failures
+            .push(format!("{PAGE}: no select live-selection"));
+    }
+}
+
 /// Served by `arlbook serve`: a job started from the form is streamed to its end.
 pub fn a_job_started_from_the_page_streams_to_its_end(checks: &mut Checks) {
     let browser = Browser::start(Gpu::Disabled, 1100, 1400);
@@ -61,12 +82,7 @@ pub fn a_job_started_from_the_page_streams_to_its_end(checks: &mut Checks) {
         checks.failures.push(format!("{PAGE}: no presets listed"));
         return;
     }
-    for (id, value) in TINY_JOB {
-        match browser.find(id, SETTLE) {
-            Some(field) => browser.send_keys(&field, value),
-            None => checks.failures.push(format!("{PAGE}: no field {id}")),
-        }
-    }
+    fill_tiny_job(&browser, checks);
     let Some(start) = browser.find("live-start", SETTLE) else {
         checks.failures.push(format!("{PAGE}: no start button"));
         return;

@@ -130,6 +130,8 @@ pub struct Overrides {
     pub grpo_steps: String,
     /// `arm`: the RL arm after SFT, `grpo` or `rs` (empty: the preset's).
     pub arm: String,
+    /// `selection.enabled`: `on` or `off` (empty: the preset's).
+    pub selection: String,
 }
 
 /// The RL arms a job can run after SFT (the config's `arm`).
@@ -178,6 +180,17 @@ pub fn job_request(preset: &str, overrides: &Overrides) -> Result<Value, FieldEr
             ));
         }
     }
+    match overrides.selection.trim() {
+        "" => {}
+        "on" => insert_dotted(&mut body, "selection.enabled", Value::Bool(true)),
+        "off" => insert_dotted(&mut body, "selection.enabled", Value::Bool(false)),
+        other => {
+            return Err(FieldError::new(
+                "selection.enabled",
+                format!("`{other}` is neither on nor off"),
+            ));
+        }
+    }
     Ok(Value::Object(body))
 }
 
@@ -214,11 +227,13 @@ mod tests {
             recovery_steps: "0".to_owned(),
             grpo_steps: "1".to_owned(),
             arm: "rs".to_owned(),
+            selection: "off".to_owned(),
         };
         assert_eq!(
             job_request("cpu-small", &overrides).unwrap(),
             json!({"preset": "cpu-small", "seed": 11, "arm": "rs",
-                   "sft": {"steps": 6, "recovery_steps": 0}, "grpo": {"steps": 1}})
+                   "sft": {"steps": 6, "recovery_steps": 0}, "grpo": {"steps": 1},
+                   "selection": {"enabled": false}})
         );
         assert_eq!(
             job_request("cpu-small", &Overrides::default()).unwrap(),

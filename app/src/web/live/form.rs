@@ -57,6 +57,57 @@ fn OverrideInput(
     }
 }
 
+/// A choice between the preset's setting of `field` (the first option, labelled by
+/// `shown`) and the named `choices`.
+#[component]
+fn PresetChoice(
+    id: &'static str,
+    label: &'static str,
+    field: &'static str,
+    choices: &'static [&'static str],
+    value: RwSignal<String>,
+    preset: Signal<Option<Preset>>,
+    shown: fn(Option<&str>) -> String,
+) -> impl IntoView {
+    view! {
+        <div class="control">
+            <label for=id>{label}</label>
+            <select
+                id=id
+                aria-describedby="live-token-help"
+                on:change=move |ev| value.set(event_target_value(&ev))
+            >
+                <option value="" selected=move || value.with(String::is_empty)>
+                    {move || {
+                        let setting = preset.with(|p| p.as_ref().and_then(|p| p.setting(field)));
+                        format!("preset's ({})", shown(setting.as_deref()))
+                    }}
+                </option>
+                {choices
+                    .iter()
+                    .map(|&name| {
+                        view! {
+                            <option value=name selected=move || value.with(|v| v == name)>
+                                {name}
+                            </option>
+                        }
+                    })
+                    .collect_view()}
+            </select>
+        </div>
+    }
+}
+
+/// The preset's arm as the choice shows it (`grpo` when the preset does not set it).
+fn arm_shown(setting: Option<&str>) -> String {
+    setting.unwrap_or("grpo").to_owned()
+}
+
+/// A preset's boolean as `on` / `off` (off when the preset does not set it).
+fn on_off_shown(setting: Option<&str>) -> String {
+    if setting == Some("true") { "on" } else { "off" }.to_owned()
+}
+
 /// The form's signals.
 #[derive(Clone, Copy)]
 struct Form {
@@ -67,6 +118,7 @@ struct Form {
     recovery_steps: RwSignal<String>,
     grpo_steps: RwSignal<String>,
     arm: RwSignal<String>,
+    selection: RwSignal<String>,
     error: RwSignal<Option<FormError>>,
     notice: RwSignal<String>,
     busy: RwSignal<bool>,
@@ -82,6 +134,7 @@ impl Form {
             recovery_steps: RwSignal::new(String::new()),
             grpo_steps: RwSignal::new(String::new()),
             arm: RwSignal::new(String::new()),
+            selection: RwSignal::new(String::new()),
             error: RwSignal::new(None),
             notice: RwSignal::new(String::new()),
             busy: RwSignal::new(false),
@@ -121,6 +174,7 @@ impl Form {
             recovery_steps: self.recovery_steps.get_untracked(),
             grpo_steps: self.grpo_steps.get_untracked(),
             arm: self.arm.get_untracked(),
+            selection: self.selection.get_untracked(),
         };
         let body = match jobs::job_request(&self.chosen.get_untracked(), &overrides) {
             Ok(body) => body.to_string(),
@@ -170,6 +224,7 @@ pub fn JobForm(session: Session) -> impl IntoView {
         recovery_steps,
         grpo_steps,
         arm,
+        selection,
         error,
         notice,
         busy,
@@ -221,33 +276,8 @@ pub fn JobForm(session: Session) -> impl IntoView {
                 <OverrideInput id="live-sft-steps" field="sft.steps" label="SFT steps" value=sft_steps preset=preset error=error/>
                 <OverrideInput id="live-recovery-steps" field="sft.recovery_steps" label="recovery steps" value=recovery_steps preset=preset error=error/>
                 <OverrideInput id="live-grpo-steps" field="grpo.steps" label="GRPO steps" value=grpo_steps preset=preset error=error/>
-                <div class="control">
-                    <label for="live-arm">"RL arm"</label>
-                    <select
-                        id="live-arm"
-                        aria-describedby="live-token-help"
-                        on:change=move |ev| arm.set(event_target_value(&ev))
-                    >
-                        <option value="" selected=move || arm.with(String::is_empty)>
-                            {move || {
-                                let named = preset
-                                    .with(|p| p.as_ref().and_then(|p| p.setting("arm")))
-                                    .unwrap_or_else(|| "grpo".to_owned());
-                                format!("preset's ({named})")
-                            }}
-                        </option>
-                        {jobs::ARMS
-                            .iter()
-                            .map(|&name| {
-                                view! {
-                                    <option value=name selected=move || arm.with(|a| a == name)>
-                                        {name}
-                                    </option>
-                                }
-                            })
-                            .collect_view()}
-                    </select>
-                </div>
+                <PresetChoice id="live-arm" label="RL arm" field="arm" choices=&jobs::ARMS value=arm preset=preset shown=arm_shown/>
+                <PresetChoice id="live-selection" label="choose on validation" field="selection.enabled" choices=&["on", "off"] value=selection preset=preset shown=on_off_shown/>
                 <div class="control">
                     <label for="live-token">"token"</label>
                     <input
@@ -263,7 +293,9 @@ pub fn JobForm(session: Session) -> impl IntoView {
             <p class="summary" id="live-token-help">
                 "Empty fields keep the preset's value (shown greyed). The RL arm after SFT is \
                  GRPO or rejection-sampling SFT (rs: the same rollouts, trained on the \
-                 successful ones only). The token is needed only when the server listens \
+                 successful ones only). Choosing on validation scores the candidate \
+                 checkpoints on held-out tasks before and after RL (several minutes on a \
+                 CPU). The token is needed only when the server listens \
                  beyond this machine; it is sent as a bearer token."
             </p>
             <div class="actions">
