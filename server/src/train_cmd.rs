@@ -10,7 +10,8 @@ use clap::Args;
 
 use crate::train::config::{BackendChoice, TrainConfig};
 use crate::train::eval::{self, EvalPlan, Report};
-use crate::train::trainer::{Stage, Trainer};
+use crate::train::state::Trainer;
+use crate::train::trainer::Stage;
 use crate::train::{checkpoint, device};
 
 /// Arguments of `arlbook train`.

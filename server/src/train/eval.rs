@@ -26,11 +26,11 @@ use serde::Serialize;
 use super::checkpoint;
 use super::config::TrainConfig;
 use super::generate::roll_out;
-use super::grpo::policy_info;
 use super::opening::roll_out_from_wrong_patch;
 use super::rollout::{EpisodeSpec, Rollout};
 use super::sampling::Sampler;
-use super::trainer::load_model;
+use super::sampling::policy_info;
+use super::state::load_model;
 
 /// Bootstrap resamples for every interval.
 const RESAMPLES: usize = 2000;

@@ -141,7 +141,7 @@ pub fn in_parts<T: Sync, R: Send>(
 mod tests {
     use super::*;
     use crate::train::config::ModelConfig;
-    use crate::train::trainer::vocab;
+    use crate::train::state::vocab;
     use arlbook_core::agent::{EpisodeIds, Split, generate_task};
 
     #[test]

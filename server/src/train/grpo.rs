@@ -34,7 +34,7 @@ use std::time::Instant;
 
 use anyhow::{Result, bail};
 use arlbook_core::Ragged;
-use arlbook_core::agent::{EpisodeIds, PolicyInfo, SamplingSettings, Split, generate_task};
+use arlbook_core::agent::{EpisodeIds, Split, generate_task};
 use arlbook_core::math::advantage::{AdvantageOptions, Baseline, Scale, group_advantages};
 use arlbook_core::math::clip::ClipWidths;
 use arlbook_core::math::kl::kl_point;
@@ -57,35 +57,14 @@ use super::loss::{
 use super::model::PolicyModel;
 use super::optimizer::{clip_global_norm, learning_rate};
 use super::rollout::{EpisodeSpec, Rollout};
-use super::sampling::Sampler;
-use super::trainer::{Trainer, vocab};
+use super::sampling::{Sampler, policy_info, sampler};
+use super::state::{Trainer, vocab};
 
 const TASK_STREAM: u64 = 0x6770_0000;
 const ORDER_STREAM: u64 = 0x6771_0000;
 /// Largest |ratio - 1| the pre-flight check accepts on the collecting snapshot (f32
 /// rounding of two differently padded passes).
 const PREFLIGHT_RATIO_TOLERANCE: f64 = 1e-3;
-
-/// The sampler of rollouts.
-pub fn sampler(config: &TrainConfig) -> Sampler {
-    Sampler {
-        temperature: config.grpo.temperature,
-        top_p: config.grpo.top_p,
-    }
-}
-
-/// The policy info stamped on records.
-pub fn policy_info(config: &TrainConfig, version: String) -> PolicyInfo {
-    PolicyInfo {
-        name: "arlbook-transformer".to_owned(),
-        version,
-        sampling: SamplingSettings {
-            temperature: config.grpo.temperature,
-            top_k: None,
-            top_p: config.grpo.top_p,
-        },
-    }
-}
 
 fn episode_seed(seed: u64, batch: usize, round: usize, group: usize) -> u64 {
     seed ^ ((batch as u64) << 24 | (round as u64) << 16 | group as u64)

@@ -6,8 +6,8 @@
 //!   cache, batched lockstep rollouts and token sampling with recorded log-probs.
 //! - [`batching`], [`loss`], [`optimizer`]: tensors of a microbatch, the policy loss
 //!   (the core's, in burn), AdamW with global-norm clipping and the schedule.
-//! - [`sft`], [`grpo`], [`rejection`], [`trainer`]: the loops (SFT, GRPO and the
-//!   rejection-sampling arm) and the run state.
+//! - [`sft`], [`grpo`], [`rejection`]: the loops (SFT, GRPO and the rejection-sampling
+//!   arm) on the run [`state`]; [`trainer`] runs a `train` invocation's stages in order.
 //! - [`selection`]: checkpoints chosen on validation, and the gate before RL.
 //! - [`checkpoint`], [`metrics`], [`progress`]: resumable state, JSON-lines metrics,
 //!   the progress line.
@@ -36,4 +36,5 @@ pub mod rollout;
 pub mod sampling;
 pub mod selection;
 pub mod sft;
+pub mod state;
 pub mod trainer;

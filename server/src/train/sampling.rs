@@ -14,7 +14,31 @@
 //! Draws come from the episode's [`RandomStream`] (one `uniform_f32` per token through
 //! `categorical`), so a seed reproduces a rollout.
 
+use arlbook_core::agent::{PolicyInfo, SamplingSettings};
 use arlbook_core::rng::RandomStream;
+
+use super::config::TrainConfig;
+
+/// The sampler of rollouts.
+pub fn sampler(config: &TrainConfig) -> Sampler {
+    Sampler {
+        temperature: config.grpo.temperature,
+        top_p: config.grpo.top_p,
+    }
+}
+
+/// The policy info stamped on records.
+pub fn policy_info(config: &TrainConfig, version: String) -> PolicyInfo {
+    PolicyInfo {
+        name: "arlbook-transformer".to_owned(),
+        version,
+        sampling: SamplingSettings {
+            temperature: config.grpo.temperature,
+            top_k: None,
+            top_p: config.grpo.top_p,
+        },
+    }
+}
 
 /// The tokens nucleus sampling kept for one step, as a bitset over the vocabulary.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

@@ -1,21 +1,15 @@
-//! The training run: state, the SFT and GRPO loops, checkpoints and resume.
+//! Running a `train` invocation's stages in order: SFT; at its end, with
+//! `[selection]`, the SFT checkpoint chosen on validation and the gate; the RL arm
+//! (GRPO or rejection-sampling SFT) and its checkpoint chosen on validation; then
+//! `summary.json` with the choices and each stage's cost.
 
-use std::collections::VecDeque;
-use std::path::{Path, PathBuf};
-use std::time::Instant;
+use anyhow::{Result, bail};
+use serde_json::json;
 
-use anyhow::{Context, Result, bail};
-use arlbook_core::agent::tokenizer;
-use burn::optim::ModuleOptimizer;
-use burn::prelude::*;
-use serde_json::{Value, json};
-
-use super::checkpoint::{self, PendingBatch, State};
 use super::config::{RlArm, TrainConfig};
-use super::metrics::{MetricsWriter, Position};
-use super::model::PolicyModel;
+use super::metrics::Position;
 use super::optimizer::adamw;
-use super::progress::Progress;
+use super::state::{Trainer, load_model};
 
 /// Which stages a `train` invocation runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -46,179 +40,7 @@ impl Stage {
     }
 }
 
-/// A training run in progress.
-pub struct Trainer {
-    /// The configuration.
-    pub config: TrainConfig,
-    /// The output folder.
-    pub out: PathBuf,
-    /// Autodiff device.
-    pub device: Device,
-    /// The same device without autodiff (rollouts, reference, evaluation).
-    pub plain: Device,
-    /// The policy (parameters on `device`).
-    pub model: PolicyModel,
-    /// AdamW state.
-    pub optim: ModuleOptimizer,
-    /// The KL reference (inference mode), when `kl_beta > 0`.
-    pub reference: Option<PolicyModel>,
-    /// Steps completed.
-    pub position: Position,
-    /// Batches collected ahead (the lag pipeline), oldest first.
-    pub pending: VecDeque<PendingBatch>,
-    /// The metrics file.
-    pub metrics: MetricsWriter,
-    /// The progress line.
-    pub progress: Progress,
-    /// Wall-clock seconds of this process's steps.
-    pub started: Instant,
-}
-
-impl std::fmt::Debug for Trainer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Trainer")
-            .field("out", &self.out)
-            .field("position", &self.position)
-            .finish_non_exhaustive()
-    }
-}
-
-/// The vocabulary size of the environment's tokenizer.
-pub fn vocab() -> usize {
-    tokenizer::tokenizer().vocab_size()
-}
-
 impl Trainer {
-    /// Starts a fresh run in `out` (refusing a folder that already has checkpoints).
-    pub fn fresh(config: TrainConfig, out: &Path, plain: Device) -> Result<Self> {
-        if checkpoint::latest(out)?.is_some() {
-            bail!(
-                "{} already holds a run; pass --resume to continue it or choose another --out",
-                out.display()
-            );
-        }
-        std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
-        std::fs::write(out.join("config.toml"), toml::to_string(&config)?)?;
-        let device = plain.clone().autodiff();
-        device.seed(config.seed);
-        let model = PolicyModel::new(&config.model, vocab(), &device);
-        let metrics = MetricsWriter::open(&out.join("metrics.jsonl"), None)?;
-        Ok(Self {
-            reference: None,
-            position: Position { stage: 0, step: 0 },
-            pending: VecDeque::new(),
-            metrics,
-            progress: Progress::new(),
-            started: Instant::now(),
-            optim: adamw(),
-            model,
-            device,
-            plain,
-            out: out.to_owned(),
-            config,
-        })
-    }
-
-    /// Continues the run in `out` from its latest checkpoint.
-    pub fn resume(out: &Path, plain: Device) -> Result<Self> {
-        let Some(folder) = checkpoint::latest(out)? else {
-            bail!("{} holds no checkpoint to resume from", out.display());
-        };
-        let state = checkpoint::read_state(&folder)?;
-        let device = plain.clone().autodiff();
-        let model = load_model(&state.config, &folder.join("model.bpk"), &device)?;
-        let optim = adamw()
-            .load(folder.join("optimizer.bpk"))
-            .map_err(|e| anyhow::anyhow!("loading the optimizer state: {e}"))?;
-        let reference = if state.has_reference {
-            Some(load_model(
-                &state.config,
-                &folder.join("reference.bpk"),
-                &plain,
-            )?)
-        } else {
-            None
-        };
-        let metrics = MetricsWriter::open(&out.join("metrics.jsonl"), Some(state.position))?;
-        Ok(Self {
-            config: state.config,
-            out: out.to_owned(),
-            device,
-            plain,
-            model,
-            optim,
-            reference,
-            position: state.position,
-            pending: state.pending.into(),
-            metrics,
-            progress: Progress::new(),
-            started: Instant::now(),
-        })
-    }
-
-    /// Replaces the weights with those of another run's checkpoint (an RL stage from an
-    /// SFT checkpoint made elsewhere) and places the run at the start of `rl_stage`.
-    pub fn init_from(&mut self, folder: &Path, rl_stage: u8) -> Result<()> {
-        let state = checkpoint::read_state(folder)?;
-        if state.config.model != self.config.model {
-            bail!("--init: the checkpoint's [model] differs from this config's");
-        }
-        self.model = load_model(&state.config, &folder.join("model.bpk"), &self.device)?;
-        self.position = Position {
-            stage: rl_stage,
-            step: 0,
-        };
-        Ok(())
-    }
-
-    /// Whether the step just completed (of a stage with `last` steps) gets a
-    /// checkpoint: every `checkpoint_every` steps, at selection candidates, and at the
-    /// end.
-    pub fn checkpoint_due(&self, last: usize) -> bool {
-        let step = self.position.step;
-        step.is_multiple_of(self.config.checkpoint_every)
-            || step == last
-            || self.config.is_candidate(self.position)
-    }
-
-    /// Writes a checkpoint of the current position.
-    pub fn save_checkpoint(&self) -> Result<PathBuf> {
-        let state = State {
-            config: self.config.clone(),
-            position: self.position,
-            pending: self.pending.iter().cloned().collect(),
-            has_reference: self.reference.is_some(),
-        };
-        checkpoint::save(&self.out, &state, |dir| {
-            self.model
-                .clone()
-                .save_file(dir.join("model.bpk"))
-                .map_err(|e| anyhow::anyhow!("saving the model: {e}"))?;
-            self.optim
-                .save(dir.join("optimizer.bpk"))
-                .map_err(|e| anyhow::anyhow!("saving the optimizer: {e}"))?;
-            if let Some(reference) = &self.reference {
-                reference
-                    .clone()
-                    .save_file(dir.join("reference.bpk"))
-                    .map_err(|e| anyhow::anyhow!("saving the reference: {e}"))?;
-            }
-            Ok(())
-        })
-    }
-
-    /// Appends a metrics row and updates the progress line.
-    pub fn log(&mut self, row: &Value) -> Result<()> {
-        self.metrics.write(row)?;
-        self.progress.show(row);
-        Ok(())
-    }
-
-    /// Seconds since this process started training.
-    pub fn wall_s(&self) -> f64 {
-        self.started.elapsed().as_secs_f64()
-    }
-
     /// Runs the requested stages from the current position to the end.
     pub fn run(&mut self, stage: Stage) -> Result<()> {
         if matches!(stage, Stage::Sft | Stage::All) && self.position.stage == 0 {
@@ -282,11 +104,4 @@ impl Trainer {
         self.position = Position { stage: rl, step: 0 };
         Ok(())
     }
-}
-
-/// A model with `config`'s shape and the weights of `path`.
-pub fn load_model(config: &TrainConfig, path: &Path, device: &Device) -> Result<PolicyModel> {
-    PolicyModel::new(&config.model, vocab(), device)
-        .try_load_file(path)
-        .map_err(|e| anyhow::anyhow!("loading {}: {e}", path.display()))
 }
