@@ -169,9 +169,12 @@ pub struct EvalArgs {
     /// train, validation or test.
     #[arg(long, default_value = "test")]
     pub split: String,
-    /// Tasks (seeds 0..tasks of the split).
+    /// Tasks (task seeds first-task..first-task + tasks of the split).
     #[arg(long, default_value_t = 100)]
     pub tasks: usize,
+    /// The first task seed (other tasks than the default 0..tasks).
+    #[arg(long, default_value_t = 0)]
+    pub first_task: u64,
     /// Samples per task `n`.
     #[arg(long, default_value_t = 8)]
     pub samples: usize,
@@ -246,6 +249,7 @@ pub fn run_eval(args: &EvalArgs) -> Result<ExitCode> {
     let plan = EvalPlan {
         split,
         tasks: args.tasks,
+        first_task: args.first_task,
         samples: args.samples,
         ks,
         temperature: args.temperature,
@@ -273,7 +277,7 @@ pub fn run_eval(args: &EvalArgs) -> Result<ExitCode> {
     }
     let shown = runs.first().map_or(&[][..], |(_, r)| r.shown.as_slice());
     for record in shown.iter().filter(|_| !args.json) {
-        let task = arlbook_core::agent::generate_task(split, record.group_id);
+        let task = arlbook_core::agent::generate_task(split, args.first_task + record.group_id);
         crate::env_cmd::print_transcript(&task, record);
     }
     let report = eval::report(&plan, &runs)?;

@@ -42,8 +42,10 @@ const EVAL_SEED: u64 = 0xE7A1_0000_0000;
 pub struct EvalPlan {
     /// The split.
     pub split: Split,
-    /// Number of tasks (task seeds `0..tasks` of the split).
+    /// Number of tasks (task seeds `first_task..first_task + tasks` of the split).
     pub tasks: usize,
+    /// The first task seed.
+    pub first_task: u64,
     /// Samples per task `n`.
     pub samples: usize,
     /// The `k` values of pass@k (each at most `samples`).
@@ -63,7 +65,7 @@ impl EvalPlan {
     /// The plan's tasks, in order.
     pub fn task_list(&self) -> Vec<Task> {
         (0..self.tasks)
-            .map(|i| generate_task(self.split, i as u64))
+            .map(|i| generate_task(self.split, self.first_task + i as u64))
             .collect()
     }
 }
@@ -485,6 +487,9 @@ pub fn validate(plan: &EvalPlan) -> Result<()> {
     if plan.tasks > MAX_TASKS {
         bail!("--tasks: must be at most {MAX_TASKS}");
     }
+    if plan.first_task.checked_add(plan.tasks as u64).is_none() {
+        bail!("--first-task: the task seeds would pass u64::MAX");
+    }
     if plan.samples == 0 || plan.samples > MAX_SAMPLES {
         bail!("--samples: must be in 1..={MAX_SAMPLES}");
     }
@@ -521,6 +526,7 @@ mod tests {
             samples: 2,
             ks: vec![1, 2],
             temperature: 1.0,
+            first_task: 0,
             seed: 4,
             show: 0,
             recovery: false,

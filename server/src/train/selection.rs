@@ -84,6 +84,7 @@ fn validation_plan(config: &TrainConfig, tasks: usize, samples: usize, ks: Vec<u
     EvalPlan {
         split: Split::Validation,
         tasks,
+        first_task: 0,
         samples,
         ks,
         temperature: config.grpo.temperature,
