@@ -571,13 +571,22 @@ pub fn run(trainer: &mut Trainer) -> Result<()> {
             "task_keys": distinct(&batch.task_keys),
             "discarded": batch.discarded,
             "effective_group_fraction": batch.effective_fraction,
-            "reward": reward_mean,
-            "success_rate": mean(all.iter().map(|r| f64::from(u8::from(r.record.success())))),
             "sampled_success_rate": batch.sampled_successes as f64 / batch.sampled.max(1) as f64,
-            "gen_len_mean": mean(gen_lengths.iter().map(|&l| l as f64)),
-            "gen_len_max": gen_lengths.iter().copied().max().unwrap_or(0),
-            "truncation_rate": truncated as f64 / all.len().max(1) as f64,
         });
+        // Statistics of the kept rollouts exist only when some were kept (a mean over
+        // none would read as a measured 0).
+        if !all.is_empty() {
+            merge(
+                &mut row,
+                json!({
+                    "reward": reward_mean,
+                    "success_rate": mean(all.iter().map(|r| f64::from(u8::from(r.record.success())))),
+                    "gen_len_mean": mean(gen_lengths.iter().map(|&l| l as f64)),
+                    "gen_len_max": gen_lengths.iter().copied().max().unwrap_or(0),
+                    "truncation_rate": truncated as f64 / all.len() as f64,
+                }),
+            );
+        }
         if !groups.is_empty() {
             if step == 0 {
                 for note in preflight_static(trainer, &groups)? {

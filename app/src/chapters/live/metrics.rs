@@ -181,7 +181,7 @@ mod tests {
             .lines()
             .rev()
             .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
-            .find(|row| row["stage"] == "grpo")
+            .find(|row| row["stage"] == "grpo" && row.get("success_rate").is_some())
             .unwrap();
         assert_eq!(run.last_success(), last["success_rate"].as_f64());
     }
