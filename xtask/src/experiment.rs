@@ -183,7 +183,79 @@ fn interval(value: &Value) -> String {
     format!("[{}, {}]", points(&value[0]), points(&value[1]))
 }
 
-/// The markdown table of every seed.
+/// The recovery diagnostic beside natural success, per seed and arm.
+fn recovery_table(text: &mut String, results: &[SeedResult]) {
+    let _ = writeln!(
+        text,
+        "| seed | arm | natural success | from the wrong first patch (recovery diagnostic) |"
+    );
+    let _ = writeln!(text, "|---:|---|---:|---:|");
+    for r in results {
+        for arm in r.report["arms"].as_array().into_iter().flatten() {
+            let _ = writeln!(
+                text,
+                "| {} | {} | {} {} | {} {} |",
+                r.seed,
+                arm["name"].as_str().unwrap_or("?"),
+                points(&arm["overall"]["success"]["mean"]),
+                interval(&arm["overall"]["success"]["ci95"]),
+                points(&arm["recovery"]["overall"]["success"]["mean"]),
+                interval(&arm["recovery"]["overall"]["success"]["ci95"])
+            );
+        }
+    }
+}
+
+/// The gate of every seed.
+fn gate_table(text: &mut String, results: &[SeedResult]) {
+    let _ = writeln!(
+        text,
+        "\n| seed | gate: validation pass@1 | pass@k | gap below selection.min_gap |"
+    );
+    let _ = writeln!(text, "|---:|---:|---:|---|");
+    for r in results {
+        let warns = r.gate["warning"].is_string();
+        let _ = writeln!(
+            text,
+            "| {} | {} | {} (k = {}) | {} |",
+            r.seed,
+            points(&r.gate["pass_at_1"]),
+            points(&r.gate["pass_at_k"]),
+            r.gate["samples"],
+            if warns { "yes: the gate warns" } else { "no" }
+        );
+    }
+}
+
+/// What each arm cost, per seed.
+fn cost_table(text: &mut String, results: &[SeedResult]) {
+    let _ = writeln!(
+        text,
+        "\n| seed | arm | steps | training keys | rollouts generated | rollouts used | generated tokens | step time (s) |"
+    );
+    let _ = writeln!(text, "|---:|---|---:|---:|---:|---:|---:|---:|");
+    for r in results {
+        for (arm, c) in &r.cost {
+            let n = |k: &str| {
+                c[k].as_f64()
+                    .map_or_else(|| "-".to_owned(), |v| format!("{v:.0}"))
+            };
+            let _ = writeln!(
+                text,
+                "| {} | {arm} | {} | {} | {} | {} | {} | {} |",
+                r.seed,
+                n("steps"),
+                n("training_keys"),
+                n("rollouts_generated"),
+                n("rollouts_used"),
+                n("generated_tokens"),
+                n("step_s")
+            );
+        }
+    }
+}
+
+/// The markdown tables of every seed.
 fn table(results: &[SeedResult]) -> String {
     let mut text = String::new();
     let _ = writeln!(
@@ -221,10 +293,10 @@ fn table(results: &[SeedResult]) -> String {
                 let p = pick(pair);
                 let _ = write!(
                     row,
-                    " {:+} {} |",
+                    " {} {} |",
                     p["difference"]
                         .as_f64()
-                        .map_or(f64::NAN, |d| (1000.0 * d).round() / 10.0),
+                        .map_or_else(|| "-".to_owned(), |d| format!("{:+.1}", 100.0 * d)),
                     interval(&p["ci95_bootstrap"])
                 );
             }
@@ -252,46 +324,9 @@ fn table(results: &[SeedResult]) -> String {
             .collect::<Vec<_>>()
             .join(", ")
     );
-    let _ = writeln!(
-        text,
-        "| seed | gate: validation pass@1 | pass@k | warning |"
-    );
-    let _ = writeln!(text, "|---:|---:|---:|---|");
-    for r in results {
-        let _ = writeln!(
-            text,
-            "| {} | {} | {} (k = {}) | {} |",
-            r.seed,
-            points(&r.gate["pass_at_1"]),
-            points(&r.gate["pass_at_k"]),
-            r.gate["samples"],
-            r.gate["warning"].as_str().unwrap_or("none")
-        );
-    }
-    let _ = writeln!(
-        text,
-        "\n| seed | arm | steps | training keys | rollouts generated | rollouts used | generated tokens | step time (s) |"
-    );
-    let _ = writeln!(text, "|---:|---|---:|---:|---:|---:|---:|---:|");
-    for r in results {
-        for (arm, c) in &r.cost {
-            let n = |k: &str| {
-                c[k].as_f64()
-                    .map_or_else(|| "-".to_owned(), |v| format!("{v:.0}"))
-            };
-            let _ = writeln!(
-                text,
-                "| {} | {arm} | {} | {} | {} | {} | {} | {} |",
-                r.seed,
-                n("steps"),
-                n("training_keys"),
-                n("rollouts_generated"),
-                n("rollouts_used"),
-                n("generated_tokens"),
-                n("step_s")
-            );
-        }
-    }
+    recovery_table(&mut text, results);
+    gate_table(&mut text, results);
+    cost_table(&mut text, results);
     text
 }
 
