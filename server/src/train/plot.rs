@@ -9,10 +9,13 @@ use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use serde_json::Value;
 
-/// Points `(step, value)` of `key` in the rows of `stage`.
+/// Points `(step, value)` of `key` in the rows of `stage` (rows of a step that kept
+/// no rollout left out: runs written before such rows omitted their statistics
+/// logged a mean over none as 0).
 fn series(rows: &[Value], stage: &str, key: &str) -> Vec<(f64, f64)> {
     rows.iter()
         .filter(|r| r["stage"] == stage)
+        .filter(|r| key == "sampled_success_rate" || r["rollouts_used"] != 0)
         .filter_map(|r| Some((r["step"].as_f64()?, r.get(key)?.as_f64()?)))
         .collect()
 }
