@@ -109,6 +109,21 @@ pub fn run_train(args: &TrainArgs) -> Result<ExitCode> {
         if let Some(seed) = args.seed {
             config.seed = seed;
         }
+        // An --init that cannot be used is refused before the run folder is made.
+        let init = match &args.init {
+            Some(path) => {
+                let rl = args
+                    .stage
+                    .rl_stage(&config)
+                    .context("--init: starts an RL stage; use it with --stage grpo, rs or all")?;
+                let folder = eval::resolve_checkpoint(path)?;
+                if checkpoint::read_state(&folder)?.config.model != config.model {
+                    anyhow::bail!("--init: the checkpoint's [model] differs from this config's");
+                }
+                Some((rl, folder))
+            }
+            None => None,
+        };
         let (plain, name) = device::choose(config.backend)?;
         let mut trainer = Trainer::fresh(config, &args.out, plain)?;
         eprintln!(
@@ -116,12 +131,7 @@ pub fn run_train(args: &TrainArgs) -> Result<ExitCode> {
             args.out.display(),
             burn::module::Module::num_params(&trainer.model)
         );
-        if let Some(init) = &args.init {
-            let rl = args
-                .stage
-                .rl_stage(&trainer.config)
-                .context("--init: starts an RL stage; use it with --stage grpo, rs or all")?;
-            let folder = eval::resolve_checkpoint(init)?;
+        if let Some((rl, folder)) = init {
             trainer.init_from(&folder, rl)?;
             eprintln!("initialised from {}", folder.display());
         }

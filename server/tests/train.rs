@@ -512,5 +512,12 @@ fn config_errors_name_the_field_and_exit_nonzero() {
         assert!(stderr.contains(field), "{field}: {stderr}");
         assert!(!stderr.contains("panicked"), "{stderr}");
     }
+    // An --init that cannot be used is refused before the run folder exists.
+    let config = write_config(&dir, TINY);
+    let never = dir.join("never-init");
+    let result = train(&config, &never, &["--stage", "sft", "--init", "/nope"]);
+    assert!(!result.status.success());
+    assert!(String::from_utf8_lossy(&result.stderr).contains("--init"));
+    assert!(!never.exists());
     std::fs::remove_dir_all(&dir).unwrap();
 }
