@@ -287,6 +287,14 @@ pub fn run_checkpoint(folder: &Path, plan: &EvalPlan, device: &Device) -> Result
     })
 }
 
+/// Runs `plan` on one checkpoint and summarises it over all of the plan's tasks.
+pub fn score(folder: &Path, plan: &EvalPlan, device: &Device) -> Result<Summary> {
+    let run = run_checkpoint(folder, plan, device)?;
+    let tasks = plan.task_list();
+    let everything: Vec<usize> = (0..tasks.len()).collect();
+    summarise(&run.successes, &tasks, &everything, plan)
+}
+
 /// Summaries of `successes` over all tasks and per tier.
 fn summaries(
     successes: &[usize],

@@ -692,7 +692,8 @@ fn mean(values: impl Iterator<Item = f64>) -> f64 {
     if count == 0 { 0.0 } else { sum / count as f64 }
 }
 
-fn merge(row: &mut serde_json::Value, extra: serde_json::Value) {
+/// Adds the fields of `extra` to the metrics row `row`.
+pub fn merge(row: &mut serde_json::Value, extra: serde_json::Value) {
     if let (Some(row), serde_json::Value::Object(extra)) = (row.as_object_mut(), extra) {
         row.extend(extra);
     }

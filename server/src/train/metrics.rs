@@ -136,7 +136,18 @@ fn truncate_after(path: &Path, position: Position) -> Result<()> {
 /// training problem keys, rollouts generated and used after filtering, generated
 /// tokens, and the seconds its steps took (validation and selection not included).
 pub fn cost(path: &Path) -> Result<Value> {
-    let mut stages = serde_json::Map::new();
+    /// One stage's running totals.
+    #[derive(Default)]
+    struct Totals {
+        steps: f64,
+        rollouts_generated: f64,
+        rollouts_used: f64,
+        generated_tokens: f64,
+        step_s: f64,
+        demonstration_keys: Option<u64>,
+        keys: std::collections::BTreeSet<String>,
+    }
+    let mut stages = std::collections::BTreeMap::<String, Totals>::new();
     for row in read_rows(path)? {
         let Some(stage) = row.get("stage").and_then(Value::as_str) else {
             continue;
@@ -144,42 +155,36 @@ pub fn cost(path: &Path) -> Result<Value> {
         if Position::stage_of(stage).is_none() {
             continue;
         }
-        let entry = stages.entry(stage.to_owned()).or_insert_with(|| {
-            serde_json::json!({
-                "steps": 0, "training_keys": 0, "rollouts_generated": 0, "rollouts_used": 0,
-                "generated_tokens": 0, "step_s": 0.0, "keys": []
-            })
-        });
-        let add = |entry: &mut Value, key: &str, value: f64| {
-            let total = entry[key].as_f64().unwrap_or(0.0) + value;
-            entry[key] = serde_json::json!(total);
-        };
         let number = |key: &str| row.get(key).and_then(Value::as_f64).unwrap_or(0.0);
-        add(entry, "steps", 1.0);
-        add(entry, "rollouts_generated", number("rollouts_sampled"));
-        add(entry, "rollouts_used", number("rollouts_used"));
-        add(entry, "generated_tokens", number("generated_tokens"));
-        add(entry, "step_s", number("step_s"));
+        let totals = stages.entry(stage.to_owned()).or_default();
+        totals.steps += 1.0;
+        totals.rollouts_generated += number("rollouts_sampled");
+        totals.rollouts_used += number("rollouts_used");
+        totals.generated_tokens += number("generated_tokens");
+        totals.step_s += number("step_s");
         if let Some(keys) = row.get("demonstration_keys").and_then(Value::as_u64) {
-            entry["training_keys"] = serde_json::json!(keys);
+            totals.demonstration_keys = Some(keys);
         }
-        if let (Some(Value::Array(seen)), Some(Value::Array(new))) =
-            (entry.get_mut("keys"), row.get("task_keys"))
-        {
-            seen.extend(new.iter().cloned());
-        }
-    }
-    for entry in stages.values_mut() {
-        if let Some(Value::Array(keys)) = entry.as_object_mut().and_then(|o| o.remove("keys")) {
-            let distinct: std::collections::BTreeSet<String> = keys
-                .iter()
-                .filter_map(|k| k.as_str().map(str::to_owned))
-                .collect();
-            if !distinct.is_empty() {
-                entry["training_keys"] = serde_json::json!(distinct.len());
-            }
+        if let Some(Value::Array(keys)) = row.get("task_keys") {
+            totals
+                .keys
+                .extend(keys.iter().filter_map(|k| k.as_str().map(str::to_owned)));
         }
     }
+    let stages: serde_json::Map<String, Value> = stages
+        .into_iter()
+        .map(|(stage, t)| {
+            let keys = t
+                .demonstration_keys
+                .map_or(t.keys.len() as f64, |k| k as f64);
+            let value = serde_json::json!({
+                "steps": t.steps, "training_keys": keys,
+                "rollouts_generated": t.rollouts_generated, "rollouts_used": t.rollouts_used,
+                "generated_tokens": t.generated_tokens, "step_s": t.step_s,
+            });
+            (stage, value)
+        })
+        .collect();
     Ok(Value::Object(stages))
 }
 

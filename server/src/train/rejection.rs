@@ -16,7 +16,7 @@ use anyhow::{Result, bail};
 use burn::prelude::*;
 use serde_json::json;
 
-use super::grpo::{collect, distinct};
+use super::grpo::{collect, distinct, merge};
 use super::optimizer::clip_global_norm;
 use super::recovery::Demonstration;
 use super::sft::{SFT_MICROBATCH_EPISODES, demonstration_gradients};
@@ -61,23 +61,20 @@ pub fn run(trainer: &mut Trainer) -> Result<()> {
             let grad_norm = clip_global_norm(&trainer.model, &mut grads, config.grpo.grad_clip);
             let lr = config.rs.learning_rate;
             trainer.model = trainer.optim.step(lr, trainer.model.clone(), grads);
-            if let Some(object) = row.as_object_mut() {
-                object.extend([
-                    ("loss".to_owned(), json!(loss)),
-                    ("trained_tokens".to_owned(), json!(tokens)),
-                    ("grad_norm".to_owned(), json!(grad_norm)),
-                    ("lr".to_owned(), json!(lr)),
-                ]);
-            }
+            merge(
+                &mut row,
+                json!({"loss": loss, "trained_tokens": tokens, "grad_norm": grad_norm, "lr": lr}),
+            );
         }
         trainer.position.step += 1;
-        if let Some(object) = row.as_object_mut() {
-            object.extend([
-                ("collect_s".to_owned(), json!(collect_s)),
-                ("step_s".to_owned(), json!(t0.elapsed().as_secs_f64())),
-                ("wall_s".to_owned(), json!(trainer.wall_s())),
-            ]);
-        }
+        merge(
+            &mut row,
+            json!({
+                "collect_s": collect_s,
+                "step_s": t0.elapsed().as_secs_f64(),
+                "wall_s": trainer.wall_s(),
+            }),
+        );
         trainer.log(&row)?;
         if trainer.checkpoint_due(steps) {
             trainer.save_checkpoint()?;

@@ -100,8 +100,6 @@ pub fn choose(trainer: &mut Trainer, stage: u8, steps: &[usize], last: usize) ->
     let config = trainer.config.clone();
     let v = &config.selection;
     let plan = validation_plan(&config, v.tasks, v.samples, vec![1]);
-    let tasks = plan.task_list();
-    let everything: Vec<usize> = (0..tasks.len()).collect();
     let mut wanted: Vec<usize> = steps.iter().copied().filter(|&s| s < last).collect();
     wanted.push(last);
     wanted.sort_unstable();
@@ -116,8 +114,7 @@ pub fn choose(trainer: &mut Trainer, stage: u8, steps: &[usize], last: usize) ->
                 folder.display()
             );
         }
-        let run = eval::run_checkpoint(&folder, &plan, &trainer.plain)?;
-        let summary = eval::summarise(&run.successes, &tasks, &everything, &plan)?;
+        let summary = eval::score(&folder, &plan, &trainer.plain)?;
         let candidate = Candidate {
             step,
             checkpoint: folder,
@@ -166,10 +163,7 @@ pub fn gate(trainer: &mut Trainer, folder: &Path) -> Result<Gate> {
     let v = &config.selection;
     let k = v.gate_samples;
     let plan = validation_plan(&config, v.gate_tasks, k, vec![1, k]);
-    let tasks = plan.task_list();
-    let everything: Vec<usize> = (0..tasks.len()).collect();
-    let run = eval::run_checkpoint(folder, &plan, &trainer.plain)?;
-    let summary = eval::summarise(&run.successes, &tasks, &everything, &plan)?;
+    let summary = eval::score(folder, &plan, &trainer.plain)?;
     let pass_at = |k: usize| {
         summary
             .pass_at_k

@@ -55,19 +55,17 @@ fn demonstration_task(config: &super::config::TrainConfig, i: usize) -> arlbook_
     generate_task(Split::Train, config.seed.wrapping_add(TASK_SEED) + i as u64)
 }
 
-/// The distinct problem keys of the `count` demonstration tasks.
-pub fn demonstration_keys(config: &super::config::TrainConfig, count: usize) -> usize {
-    let keys: std::collections::BTreeSet<String> = (0..count)
-        .map(|i| demonstration_task(config, i).key)
-        .collect();
-    keys.len()
-}
-
-/// The teacher's successful episodes on `count` training tasks.
-pub fn demonstrations(config: &super::config::TrainConfig, count: usize) -> Vec<Demonstration> {
-    (0..count)
+/// The teacher's successful episodes on `count` training tasks, and how many distinct
+/// problem keys those tasks have.
+pub fn demonstrations(
+    config: &super::config::TrainConfig,
+    count: usize,
+) -> (Vec<Demonstration>, usize) {
+    let mut keys = std::collections::BTreeSet::new();
+    let demos = (0..count)
         .map(|i| {
             let task = demonstration_task(config, i);
+            keys.insert(task.key.clone());
             let mut teacher = Teacher::new(&task);
             let ids = EpisodeIds {
                 group_id: i as u64,
@@ -82,7 +80,8 @@ pub fn demonstrations(config: &super::config::TrainConfig, count: usize) -> Vec<
             ))
         })
         .filter(|d| d.record.success())
-        .collect()
+        .collect();
+    (demos, keys.len())
 }
 
 /// A uniformly random permutation of `0..count` (Fisher-Yates, `below(i + 1)` for
@@ -112,7 +111,7 @@ fn batch_indices(seed: u64, step: usize, batch: usize, count: usize) -> Vec<usiz
 /// Runs SFT from the current position to the end of both phases.
 pub fn run(trainer: &mut Trainer) -> Result<()> {
     let config = trainer.config.clone();
-    let demos = demonstrations(&config, config.sft.tasks);
+    let (demos, demonstration_keys) = demonstrations(&config, config.sft.tasks);
     if demos.is_empty() {
         bail!("sft.tasks: the teacher produced no successful demonstration");
     }
@@ -125,7 +124,7 @@ pub fn run(trainer: &mut Trainer) -> Result<()> {
         };
         let extra = json!({
             "demonstrations": demos.len(),
-            "demonstration_keys": demonstration_keys(&config, config.sft.tasks),
+            "demonstration_keys": demonstration_keys,
         });
         run_phase(trainer, &demos, &phase, &extra)?;
     }
@@ -366,7 +365,7 @@ mod tests {
             },
             ..TrainConfig::default()
         };
-        let demos = demonstrations(&config, 7);
+        let (demos, _) = demonstrations(&config, 7);
         assert!(demos.len() >= 5, "the teacher solves most training tasks");
         let trainer = Trainer::fresh(config, &out, burn::tensor::Device::flex()).unwrap();
         let mut whole: Vec<&Demonstration> = demos.iter().collect();
@@ -395,7 +394,7 @@ mod tests {
     #[test]
     fn the_mask_starts_at_each_demonstrations_trained_from() {
         let config = TrainConfig::default();
-        let demos = demonstrations(&config, 3);
+        let (demos, _) = demonstrations(&config, 3);
         let record = demos[0].record.clone();
         let second_call = record
             .spans
