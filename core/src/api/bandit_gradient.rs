@@ -8,16 +8,19 @@ use crate::error::{FieldError, Result, check};
 use crate::math::bandit::{self, Baseline, TwoArmed};
 
 /// Request for `bandit-gradient`. Give exactly one of `p`, `logit`, `logits`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Request {
     /// Probability of action A, in `[0, 1]`.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub p: Option<f64>,
     /// Logit difference `z = z_A - z_B`; `p = sigma(z)`.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub logit: Option<f64>,
     /// Softmax logits of `K >= 2` actions. With `K = 2` it is the same as
     /// `logit = logits[0] - logits[1]`; with `K > 2` only the exact gradient is computed
     /// and `estimates` must be 0.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub logits: Option<Vec<f64>>,
     /// Success probability of each action, `[q_A, q_B]` (or `K` entries with `logits`).
     pub q: Vec<f64>,
@@ -51,8 +54,26 @@ fn default_estimates() -> usize {
     100
 }
 
+/// The documented defaults of the optional fields, with the required ones empty: a base
+/// for `Request { .., ..Request::default() }`, not a valid request by itself.
+impl Default for Request {
+    fn default() -> Self {
+        Self {
+            p: None,
+            logit: None,
+            logits: None,
+            q: Vec::new(),
+            baseline: default_baseline(),
+            group_size: default_group_size(),
+            samples: default_samples(),
+            estimates: default_estimates(),
+            seed: 0,
+        }
+    }
+}
+
 /// Response of `bandit-gradient`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Response {
     /// `d E[R] / d z`: `(q_A - q_B) p (1 - p)`; with `K` logits, the gradient w.r.t.
     /// `logits[0]`.

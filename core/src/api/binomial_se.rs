@@ -8,7 +8,7 @@ use crate::error::Result;
 use crate::math::eval;
 
 /// Request for `binomial-se`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Request {
     /// Observed success rate in `[0, 1]`.
@@ -18,7 +18,7 @@ pub struct Request {
 }
 
 /// Response of `binomial-se`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Response {
     /// `sqrt(p (1 - p) / n)`.
     pub se: f64,

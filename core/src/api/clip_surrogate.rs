@@ -10,7 +10,7 @@ use crate::math::clip::{
 };
 
 /// Request of `clip-surrogate`.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Request {
     /// Probability ratios `rho = pi_theta / pi_old`, each finite and `>= 0`.
@@ -21,15 +21,15 @@ pub struct Request {
     #[serde(default = "default_eps")]
     pub eps_low: f64,
     /// Upper clip width, `>= 0`. Default: `eps_low` (DAPO's Clip-Higher uses 0.28).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub eps_high: Option<f64>,
     /// Dual-clip constant `c > 1` for negative advantages (verl `clip_ratio_c`, 3.0
     /// there). Default: none.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dual_clip: Option<f64>,
     /// Optional old probabilities `pi_old` of tokens, each in `[0, 1]`: the response then
     /// says after what absolute increase the upper clip bites for each.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub p_old: Option<Vec<f64>>,
 }
 
@@ -38,7 +38,7 @@ fn default_eps() -> f64 {
 }
 
 /// Response of `clip-surrogate`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Response {
     /// The objective `min(rho A, clip(rho) A)` (dual clip applied), per element.
     pub objective: Vec<f64>,

@@ -11,16 +11,20 @@ use crate::math::distill::{self, Direction, FittedStudent};
 /// Request for `distill`. Give the teacher as exactly one of `teacher_probs` and
 /// `teacher_logits`; the student as at most one of `student_probs` and `student_logits`
 /// (required unless `fit` is true).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Request {
     /// Teacher probabilities (sum to 1).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub teacher_probs: Option<Vec<f64>>,
     /// Teacher logits (softmax is applied).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub teacher_logits: Option<Vec<f64>>,
     /// Student probabilities (sum to 1), same length as the teacher.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub student_probs: Option<Vec<f64>>,
     /// Student logits, same length as the teacher.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub student_logits: Option<Vec<f64>>,
     /// Also fit a discretised-Gaussian student by each KL (`K <= 256`; the reverse fit
     /// needs a teacher with no zero entry). Default false.
@@ -29,7 +33,7 @@ pub struct Request {
 }
 
 /// Gradients w.r.t. the student's logits.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Gradients {
     /// Of `KL(teacher || student)`: `q - p`.
     pub forward: Vec<f64>,
@@ -38,7 +42,7 @@ pub struct Gradients {
 }
 
 /// Students fitted by each direction.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Fitted {
     /// Minimiser of the forward KL (covers the modes).
     pub forward: FittedStudent,
@@ -47,7 +51,7 @@ pub struct Fitted {
 }
 
 /// Response of `distill`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Response {
     /// The teacher's probabilities.
     pub teacher: Vec<f64>,

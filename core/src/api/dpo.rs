@@ -11,14 +11,14 @@ use crate::math::dpo::{self, PairSource, Setup};
 use crate::math::kl_regularized::Problem;
 
 /// Request of `dpo`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Request {
     /// `pi_ref(y)` over `K` responses (2 to 64); sums to 1, every entry `> 0`.
     pub reference: Vec<f64>,
     /// `pi(y)`, the policy being trained; sums to 1, every entry `> 0`. Default: the
     /// reference (the start of training).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy: Option<Vec<f64>>,
     /// The KL coefficient `beta > 0` (TRL `beta`).
     pub beta: f64,
@@ -31,21 +31,21 @@ pub struct Request {
     #[serde(default)]
     pub label_smoothing: f64,
     /// True rewards `r(y)` behind the preferences; required with `fit`.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rewards: Option<Vec<f64>>,
     /// Fit the policy to Bradley-Terry preferences drawn from `rewards`, starting from
     /// the reference.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fit: Option<FitRequest>,
 }
 
 /// How to fit.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FitRequest {
     /// Preference pairs to sample from `pi_ref x pi_ref` (at most 16 666 666). Default:
     /// none sampled, the expected loss over every pair (infinitely many pairs).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pairs: Option<usize>,
     /// Seed of the sampled pairs (stream 0). Default 0.
     #[serde(default)]
@@ -59,8 +59,35 @@ fn default_max_iterations() -> usize {
     100
 }
 
+/// The documented defaults of the optional fields, with the required ones empty: a base
+/// for `Request { .., ..Request::default() }`, not a valid request by itself.
+impl Default for Request {
+    fn default() -> Self {
+        Self {
+            reference: Vec::new(),
+            policy: None,
+            beta: 0.0,
+            pairs: Vec::new(),
+            label_smoothing: 0.0,
+            rewards: None,
+            fit: None,
+        }
+    }
+}
+
+/// The documented defaults: the expected loss, at most 100 Newton steps.
+impl Default for FitRequest {
+    fn default() -> Self {
+        Self {
+            pairs: None,
+            seed: 0,
+            max_iterations: default_max_iterations(),
+        }
+    }
+}
+
 /// The fitted policy, and the optimum it should reach.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct FitResponse {
     /// The fit: `policy`, `implicit_rewards` (`beta log(pi / pi_ref)`), `loss`,
     /// `initial_loss`, `iterations`, `gradient_norm`, `converged` (false when the pairs
@@ -75,7 +102,7 @@ pub struct FitResponse {
 }
 
 /// Response of `dpo`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Response {
     /// `beta log(pi(y) / pi_ref(y))` of the request's policy, per response.
     pub implicit_rewards: Vec<f64>,

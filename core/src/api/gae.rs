@@ -8,7 +8,7 @@ use crate::error::{FieldError, Result};
 use crate::math::gae::{Ending, gae};
 
 /// Request of `gae`.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Request {
     /// Reward `r_t` after each step, finite.
@@ -23,14 +23,14 @@ pub struct Request {
     pub lambda: f64,
     /// The trajectory reached a true terminal state (`V_T = 0`). Default: true unless
     /// `truncated` is set.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub terminated: Option<bool>,
     /// The trajectory was cut off by a limit (`V_T = bootstrap_value`). Default false.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub truncated: Option<bool>,
     /// Value of the state after the last step; required when truncated, rejected when
     /// terminated.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bootstrap_value: Option<f64>,
 }
 
@@ -43,7 +43,7 @@ fn default_lambda() -> f64 {
 }
 
 /// Response of `gae`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Response {
     /// `\hat A_t`.
     pub advantages: Vec<f64>,

@@ -11,7 +11,7 @@ use crate::math::advantage::{
 };
 
 /// Request of `group-advantages`.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Request {
     /// Rewards, one list per group (attempts at the same task); every group non-empty,
@@ -38,7 +38,7 @@ fn default_eps() -> f64 {
 }
 
 /// Response of `group-advantages`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Response {
     /// `\hat A`, shaped like `rewards`. Exactly 0 in groups whose rewards are all equal
     /// (including groups of one).

@@ -9,7 +9,7 @@ use crate::math::bandit::mean_and_sample_variance;
 use crate::math::importance::{self, Problem};
 
 /// Request for `importance-sampling`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Request {
     /// Behaviour policy over `K` actions; sums to 1.
@@ -41,7 +41,7 @@ fn default_estimates() -> usize {
 }
 
 /// Response of `importance-sampling`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Response {
     /// `E_pi[f] = sum_a pi(a) f(a)`.
     pub exact: f64,

@@ -7,7 +7,7 @@ use crate::error::{FieldError, Result};
 use crate::math::kl::{KlEstimator, kl_values};
 
 /// Request of `kl`.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Request {
     /// Log-probabilities of sampled tokens under the current policy (finite, `<= 0`).
@@ -24,7 +24,7 @@ pub struct Request {
 }
 
 /// Response of `kl`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Response {
     /// The estimate at each token.
     pub values: Vec<f64>,

@@ -9,7 +9,7 @@ use crate::error::{Result, check};
 use crate::math::kl_estimation::{self, Problem, quantile};
 
 /// Request of `kl-estimators`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Request {
     /// `pi(a)`, the policy the samples come from (the one being trained), over at most
@@ -36,7 +36,7 @@ fn default_replicates() -> usize {
 }
 
 /// One estimator over the replicates.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Estimator {
     /// `E_pi[k]`, exact (a sum over the actions).
     pub expectation: f64,
@@ -53,7 +53,7 @@ pub struct Estimator {
 }
 
 /// Response of `kl-estimators`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Response {
     /// `KL(pi || pi_ref) = sum_a pi(a) log(pi(a) / pi_ref(a))`, nats.
     pub true_kl: f64,

@@ -9,7 +9,7 @@ use crate::error::{Result, check};
 use crate::math::kl_regularized::{Optimum, Problem};
 
 /// Request of `kl-regularized-optimum`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Request {
     /// `pi_ref(y)` over `K` responses; sums to 1.
@@ -24,7 +24,7 @@ pub struct Request {
 }
 
 /// The `beta` values of the frontier: `points` values evenly spaced in `log beta`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Frontier {
     /// Smallest `beta`, `> 0`. Default 0.01.
@@ -59,7 +59,7 @@ fn default_points() -> usize {
 }
 
 /// One point of the frontier.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct FrontierPoint {
     /// `beta`.
     pub beta: f64,
@@ -70,7 +70,7 @@ pub struct FrontierPoint {
 }
 
 /// Response of `kl-regularized-optimum`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Response {
     /// `pi*(y) = pi_ref(y) exp(r(y) / beta) / Z`.
     pub policy: Vec<f64>,

@@ -8,7 +8,7 @@ use crate::error::{FieldError, Result, check};
 use crate::math::lag::{self, DurationDistribution, LagConfig, LagReport};
 
 /// Request for `lag-filter`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Request {
     /// Workers generating rollouts in parallel, `1..=65536`.
@@ -41,7 +41,7 @@ fn default_replicates() -> usize {
 }
 
 /// Response of `lag-filter`, pooled over replicates.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Response {
     /// Kept rollouts / completed rollouts.
     pub kept_fraction: f64,

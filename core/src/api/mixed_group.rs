@@ -10,7 +10,7 @@ use crate::math::bandit::mean_and_sample_variance;
 use crate::math::sampling;
 
 /// Request for `mixed-group`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Request {
     /// Success probability per rollout, in `[0, 1]`; a number or a list (grid rows).
@@ -33,8 +33,22 @@ fn default_mixed_groups() -> u64 {
     1
 }
 
+/// The documented defaults of the optional fields, with the required ones empty: a base
+/// for `Request { .., ..Request::default() }`, not a valid request by itself.
+impl Default for Request {
+    fn default() -> Self {
+        Self {
+            p: OneOrMany::Many(Vec::new()),
+            group_size: OneOrMany::Many(Vec::new()),
+            mixed_groups: default_mixed_groups(),
+            replicates: 0,
+            seed: 0,
+        }
+    }
+}
+
 /// A number for scalar inputs, or a table `[p][group_size]` when either input is a list.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum Grid<T> {
     /// Both inputs were numbers.
@@ -43,8 +57,26 @@ pub enum Grid<T> {
     Table(Vec<Vec<T>>),
 }
 
+impl<T> Grid<T> {
+    /// The number, for scalar inputs (`None` for a table).
+    pub fn into_scalar(self) -> Option<T> {
+        match self {
+            Self::Scalar(value) => Some(value),
+            Self::Table(_) => None,
+        }
+    }
+
+    /// The table, when either input was a list (`None` for a number).
+    pub fn into_table(self) -> Option<Vec<Vec<T>>> {
+        match self {
+            Self::Scalar(_) => None,
+            Self::Table(table) => Some(table),
+        }
+    }
+}
+
 /// Summary of the simulated runs.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Simulation {
     /// Mean number of groups drawn per run.
     pub mean_groups: f64,
@@ -59,7 +91,7 @@ pub struct Simulation {
 }
 
 /// Response of `mixed-group`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Response {
     /// `P(mixed) = 1 - p^G - (1 - p)^G`.
     pub probability: Grid<f64>,

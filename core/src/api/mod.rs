@@ -67,10 +67,12 @@ pub trait Entry {
     const NAME: &'static str;
     /// One line saying what it computes (shown by `arlbook compute --list`).
     const SUMMARY: &'static str;
-    /// The request, deserialised with unknown fields rejected.
-    type Request: DeserializeOwned;
-    /// The response.
-    type Response: Serialize;
+    /// The request, deserialised with unknown fields rejected. Serialisable too, so a
+    /// typed caller (the notebook) can send it through the by-name path; its JSON reads
+    /// back as the same request.
+    type Request: DeserializeOwned + Serialize;
+    /// The response; it reads back from its own JSON ([`parse_response`]).
+    type Response: Serialize + DeserializeOwned;
     /// Validates the request and computes the response on the CPU (the reference).
     fn compute(request: &Self::Request) -> Result<Self::Response>;
 }
@@ -96,6 +98,18 @@ macro_rules! registry {
             $(
                 if name == $module::$entry::NAME {
                     return run::<$module::$entry>(request);
+                }
+            )*
+            Err(unknown_name(name))
+        }
+
+        /// Test support: entry `name`'s request read into its type and written back,
+        /// and the response to that, read into its type and written back.
+        #[cfg(test)]
+        fn reserialise(name: &str, request: Value) -> Result<(Value, Value)> {
+            $(
+                if name == $module::$entry::NAME {
+                    return tests::reserialise_entry::<$module::$entry>(request);
                 }
             )*
             Err(unknown_name(name))
@@ -140,16 +154,35 @@ pub fn run<E: Entry>(request: Value) -> Result<Value> {
 }
 
 /// Deserialises a request, turning serde's errors into a [`FieldError`] that names the
-/// JSON path of the offending field.
+/// JSON path of the offending field (`(request)` for the request as a whole).
 pub fn parse_request<T: DeserializeOwned>(request: Value) -> Result<T> {
-    serde_path_to_error::deserialize(request).map_err(|err| {
+    deserialize(request).map_err(|e| {
+        if e.field.is_empty() {
+            FieldError::new("(request)", e.message)
+        } else {
+            e
+        }
+    })
+}
+
+/// Deserialises an entry's JSON response into its type: an error names `(response)`
+/// and the path of the field that is missing or of the wrong type
+/// (`(response).fitted.forward.kl`), so a caller never reads a default in its place.
+pub fn parse_response<T: DeserializeOwned>(response: Value) -> Result<T> {
+    deserialize(response).map_err(|e| e.within("(response)"))
+}
+
+/// Deserialises `value`; an error names the JSON path of the offending field (empty for
+/// the value as a whole).
+fn deserialize<T: DeserializeOwned>(value: Value) -> Result<T> {
+    serde_path_to_error::deserialize(value).map_err(|err| {
         let path = err.path().to_string();
         let message = err.inner().to_string();
         // serde reports a missing field at the parent; name the field itself.
         let field = match missing_field_name(&message) {
             Some(missing) if path == "." => missing.to_owned(),
             Some(missing) => format!("{path}.{missing}"),
-            None if path == "." => "(request)".to_owned(),
+            None if path == "." => String::new(),
             None => path,
         };
         FieldError::new(field, message)
@@ -220,6 +253,145 @@ mod tests {
                 .unwrap_or_else(|e| panic!("example of {} fails: {e}", entry.name));
             assert!(response.is_object(), "{}", entry.name);
         }
+    }
+
+    /// See [`super::reserialise`].
+    pub(super) fn reserialise_entry<E: Entry>(request: Value) -> Result<(Value, Value)> {
+        let typed: E::Request = parse_request(request)?;
+        let request = serde_json::to_value(&typed).expect("a request serialises");
+        let response = run::<E>(request.clone())?;
+        let typed: E::Response = parse_response(response)?;
+        let response = serde_json::to_value(&typed).expect("a response serialises");
+        Ok((request, response))
+    }
+
+    /// Requests of other shapes than the examples': scalar and list variants of the
+    /// untagged fields, optional parts present.
+    fn more_requests() -> Vec<(&'static str, Value)> {
+        vec![
+            (
+                "bandit-gradient",
+                json!({"p": 0.3, "q": [0.75, 0.35], "estimates": 0}),
+            ),
+            (
+                "bandit-gradient",
+                json!({"logits": [0.1, 0.5, -0.2], "q": [1.0, 0.0, 0.5], "estimates": 0}),
+            ),
+            (
+                "clip-surrogate",
+                json!({"ratio": [0.5, 1.0, 1.5], "advantage": -1.0, "eps_low": 0.2,
+                "eps_high": 0.28, "dual_clip": 3.0, "p_old": [0.01, 0.5]}),
+            ),
+            (
+                "policy-loss",
+                json!({"logp": [[-1.0, -1.2], [-0.5]], "old_logp": [[-1.1, -1.0], [-0.4]],
+                "ref_logp": [[-1.0, -1.0], [-0.5]], "advantages": [[1.0, 0.5], [-1.0]],
+                "beta": 0.1, "reduction": "dr_grpo", "constant": 4.0}),
+            ),
+            (
+                "mixed-group",
+                json!({"p": 0.25, "group_size": 8, "mixed_groups": 3, "replicates": 50, "seed": 2}),
+            ),
+            ("mixed-group", json!({"p": [0.0], "group_size": [1, 4]})),
+            (
+                "pass-at-k",
+                json!({"n": [10, 12], "c": [2, 0], "k": 3, "resamples": 50}),
+            ),
+            (
+                "shaping",
+                json!({"rewards": [0.0, 0.0, 0.0, 0.0, 1.0], "potentials": [0.0, 0.3, 0.3, 0.3, 0.3, 0.0],
+                "gamma": 0.9, "bonus": 0.3, "bonus_mask": [true, false, false, true, false],
+                "compare_horizon": 8}),
+            ),
+            (
+                "gae",
+                json!({"rewards": [0.0, 0.0], "values": [0.4, 0.5], "truncated": true, "bootstrap_value": 0.6}),
+            ),
+            (
+                "distill",
+                json!({"teacher_logits": [0.0, 1.0, -1.0, 0.5], "fit": true}),
+            ),
+            (
+                "dpo",
+                json!({"reference": [0.5, 0.3, 0.2], "policy": [0.4, 0.4, 0.2], "beta": 0.5,
+                "pairs": [[0, 1], [2, 1]], "label_smoothing": 0.1, "rewards": [1.0, 0.0, 0.5], "fit": {}}),
+            ),
+            (
+                "rollout-budget",
+                json!({"tasks_per_batch": 8, "group_size": 2, "iterations": 3, "mean_tokens": 10.0}),
+            ),
+            (
+                "kl-regularized-optimum",
+                json!({"reference": [0.5, 0.5], "rewards": [0.0, 1.0], "beta": 1.0,
+                "frontier": {"beta_min": 0.1, "beta_max": 10.0, "points": 3}}),
+            ),
+        ]
+    }
+
+    #[test]
+    fn requests_and_responses_read_back_from_their_json() {
+        let examples = ENTRIES
+            .iter()
+            .filter_map(|e| Some((e.name, examples::example(e.name)?)));
+        for (name, request) in examples.chain(more_requests()) {
+            let expected = compute(name, request.clone()).unwrap_or_else(|e| panic!("{name}: {e}"));
+            let (written, response) =
+                reserialise(name, request).unwrap_or_else(|e| panic!("{name}: {e}"));
+            // The written request asks for the same thing, and reads back as itself.
+            assert_eq!(compute(name, written.clone()).unwrap(), expected, "{name}");
+            assert_eq!(
+                reserialise(name, written.clone()).unwrap().0,
+                written,
+                "{name}"
+            );
+            // The typed response writes the same JSON as the entry.
+            assert_eq!(response, expected, "{name}");
+        }
+    }
+
+    #[test]
+    fn a_response_that_does_not_fit_its_type_names_the_field() {
+        let err = parse_response::<distill::Response>(json!({"teacher": [1.0], "fitted": {
+            "forward": {"mean": 0.0, "width": 1.0, "probs": [1.0], "kl": 0.0},
+            "reverse": {"mean": 0.0, "width": 1.0, "probs": [1.0]}
+        }}))
+        .unwrap_err();
+        assert_eq!(err.field, "(response).fitted.reverse.kl");
+        let err = parse_response::<binomial_se::Response>(json!({"se": "x"})).unwrap_err();
+        assert_eq!(err.field, "(response).se");
+        let err = parse_response::<binomial_se::Response>(json!([1.0])).unwrap_err();
+        assert_eq!(err.field, "(response)");
+        let err = parse_request::<binomial_se::Request>(json!([1.0])).unwrap_err();
+        assert_eq!(err.field, "(request)");
+    }
+
+    #[test]
+    fn request_defaults_are_the_serde_defaults() {
+        fn same<T: Serialize + DeserializeOwned>(minimal: Value, default: &T) {
+            let parsed: T = parse_request(minimal).unwrap();
+            assert_eq!(
+                serde_json::to_value(parsed).unwrap(),
+                serde_json::to_value(default).unwrap()
+            );
+        }
+        same(json!({"q": []}), &bandit_gradient::Request::default());
+        same(
+            json!({"n": [], "c": [], "k": 0}),
+            &pass_at_k::Request::default(),
+        );
+        same(
+            json!({"p": [], "group_size": []}),
+            &mixed_group::Request::default(),
+        );
+        same(
+            json!({"reference": [], "beta": 0.0}),
+            &dpo::Request::default(),
+        );
+        same(json!({}), &dpo::FitRequest::default());
+        same(
+            json!({"logp": [], "old_logp": [], "advantages": []}),
+            &policy_loss::Request::default(),
+        );
     }
 
     #[test]

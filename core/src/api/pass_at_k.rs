@@ -15,7 +15,7 @@ use crate::error::{FieldError, Result, check};
 use crate::math::eval;
 
 /// Request for `pass-at-k`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Request {
     /// Samples per task, `n >= k`; one number shared by every task, or one per task.
@@ -42,8 +42,23 @@ fn default_level() -> f64 {
     0.95
 }
 
+/// The documented defaults of the optional fields, with the required ones empty: a base
+/// for `Request { .., ..Request::default() }`, not a valid request by itself.
+impl Default for Request {
+    fn default() -> Self {
+        Self {
+            n: OneOrMany::Many(Vec::new()),
+            c: OneOrMany::Many(Vec::new()),
+            k: 0,
+            resamples: default_resamples(),
+            level: default_level(),
+            seed: 0,
+        }
+    }
+}
+
 /// Response of `pass-at-k`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Response {
     /// Unbiased pass@k (mean over tasks for several).
     pub estimate: f64,
@@ -52,9 +67,19 @@ pub struct Response {
     /// Interval `[lo, hi]` at `level`.
     pub ci: [f64; 2],
     /// `bootstrap` (several tasks) or `wilson` (one task).
-    pub ci_method: &'static str,
+    pub ci_method: CiMethod,
     /// Per-task unbiased estimates (one entry for one task).
     pub per_task: Vec<f64>,
+}
+
+/// How the interval of a `pass-at-k` response was made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CiMethod {
+    /// Percentile bootstrap over tasks (several tasks).
+    Bootstrap,
+    /// The Wilson interval of the pass rate, carried through `1 - (1 - x)^k` (one task).
+    Wilson,
 }
 
 /// The `pass-at-k` entry.
@@ -137,13 +162,13 @@ impl Entry for PassAtK {
                         e
                     }
                 })?;
-            (ci, "bootstrap")
+            (ci, CiMethod::Bootstrap)
         } else {
             let rate = c[0] as f64 / n[0] as f64;
             let [lo, hi] = eval::wilson_interval(rate, n[0], normal_quantile(level))?;
             let k = request.k as f64;
             let through = |x: f64| 1.0 - (1.0 - x).powf(k);
-            ([through(lo), through(hi)], "wilson")
+            ([through(lo), through(hi)], CiMethod::Wilson)
         };
         Ok(Response {
             estimate,

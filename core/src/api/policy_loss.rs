@@ -15,7 +15,7 @@ use crate::math::policy_loss::{
 use crate::math::reduction::Reduction;
 
 /// Advantages: one per sequence (`[..]`) or one per token (`[[..] per sequence]`).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum Advantages {
     /// One advantage per sequence.
@@ -25,7 +25,7 @@ pub enum Advantages {
 }
 
 /// Request of `policy-loss`.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Request {
     /// Current log-probabilities of the trainable tokens, one list per sequence (finite,
@@ -35,7 +35,7 @@ pub struct Request {
     pub old_logp: Ragged<f64>,
     /// Log-probabilities under the KL reference, shaped like `logp`. Required when
     /// `beta > 0`.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ref_logp: Option<Ragged<f64>>,
     /// Advantages per sequence `[..]` or per token `[[..]]`, finite.
     pub advantages: Advantages,
@@ -43,10 +43,10 @@ pub struct Request {
     #[serde(default = "default_eps")]
     pub eps_low: f64,
     /// Upper clip width `>= 0`. Default: `eps_low`.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub eps_high: Option<f64>,
     /// Dual-clip constant `c > 1` (objective `ppo` only). Default: none.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dual_clip: Option<f64>,
     /// `token-mean` (default; aliases `bnpo`, `dapo`), `seq-mean-token-mean` (alias
     /// `grpo`), `seq-mean-token-sum`, `seq-mean-token-sum-norm` (verl: sum / constant)
@@ -55,7 +55,7 @@ pub struct Request {
     pub reduction: Reduction,
     /// The constant of `seq-mean-token-sum-norm` and `dr_grpo`, `> 0`. Default: the
     /// longest sequence's length.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub constant: Option<f64>,
     /// KL coefficient `>= 0`. Default 0.
     #[serde(default)]
@@ -92,8 +92,33 @@ fn default_tau_neg() -> f64 {
     1.05
 }
 
+/// The documented defaults of the optional fields, with the required ones empty: a base
+/// for `Request { .., ..Request::default() }`, not a valid request by itself.
+impl Default for Request {
+    fn default() -> Self {
+        Self {
+            logp: Ragged::default(),
+            old_logp: Ragged::default(),
+            ref_logp: None,
+            advantages: Advantages::PerSequence(Vec::new()),
+            eps_low: default_eps(),
+            eps_high: None,
+            dual_clip: None,
+            reduction: Reduction::default(),
+            constant: None,
+            beta: 0.0,
+            kl_estimator: KlEstimator::default(),
+            kl_clamp: false,
+            objective: Objective::default(),
+            ratio_level: RatioLevel::default(),
+            sapo_tau_pos: default_tau_pos(),
+            sapo_tau_neg: default_tau_neg(),
+        }
+    }
+}
+
 /// Response of `policy-loss`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Response {
     /// `pg_loss + beta * kl`, the number an optimiser minimises.
     pub loss: f64,

@@ -8,7 +8,7 @@ use crate::error::Result;
 use crate::math::budget;
 
 /// Request for `rollout-budget`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Request {
     /// Tasks drawn per collection batch, `B`.
@@ -24,6 +24,7 @@ pub struct Request {
     pub acceptance: f64,
     /// Optional: accepted demonstrations wanted; `attempts_needed` then counts attempts
     /// for these instead of for the trajectories.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub demos: Option<u64>,
 }
 
@@ -32,7 +33,7 @@ fn default_acceptance() -> f64 {
 }
 
 /// Response of `rollout-budget`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Response {
     /// `B G K` accepted trajectories.
     pub trajectories: u64,

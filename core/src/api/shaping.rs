@@ -9,7 +9,7 @@ use crate::error::{FieldError, Result};
 use crate::math::shaping::{self, PolicyReturns};
 
 /// Request for `shaping`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Request {
     /// Rewards `r_0 .. r_{T-1}`.
@@ -21,12 +21,14 @@ pub struct Request {
     #[serde(default = "default_gamma")]
     pub gamma: f64,
     /// Optional: which steps earn the naive bonus (`T` booleans, e.g. the test calls).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub bonus_mask: Option<Vec<bool>>,
     /// Size of the naive bonus per marked step (and of the toy potential). Default 0.1.
     #[serde(default = "default_bonus")]
     pub bonus: f64,
     /// Optional: turn budget for the toy comparison of a solving policy with one that
     /// only repeats the tests (>= 5). Omit to skip it.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub compare_horizon: Option<usize>,
 }
 
@@ -38,7 +40,7 @@ fn default_bonus() -> f64 {
 }
 
 /// Response of `shaping`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Response {
     /// Shaped rewards `r_t + gamma Phi(s_{t+1}) - Phi(s_t)`.
     pub shaped: Vec<f64>,

@@ -166,7 +166,7 @@ pub fn clipped_surrogate(
 
 /// Where the upper clip bites in absolute probability for a token with old probability
 /// `p_old`.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Saturation {
     /// The absolute probability increase `eps_high * p_old` after which a
     /// positive-advantage term stops growing.

@@ -107,7 +107,7 @@ pub fn gaussian_logits(categories: usize, mean: f64, width: f64) -> Vec<f64> {
 }
 
 /// A fitted one-bump student.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct FittedStudent {
     /// Mean of the fitted distribution, in category units (`sum_k q_k k`).
     pub mean: f64,

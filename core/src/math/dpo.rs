@@ -32,7 +32,7 @@
 //! Responses that never appear in a pair are not identified by the loss; they keep
 //! their reference log-ratio relative to the others' mean.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::error::{FieldError, Result, check};
 use crate::math::distill::log_softmax;
@@ -68,7 +68,7 @@ fn loss_terms(h: f64, smoothing: f64) -> (f64, f64, f64) {
 }
 
 /// One pair's numbers (serialised as the `dpo` entry's `batch.pairs`).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct PairLoss {
     /// `beta log(pi(w) / pi_ref(w))`.
     pub chosen_reward: f64,
@@ -81,7 +81,7 @@ pub struct PairLoss {
 }
 
 /// The loss over a batch of pairs (serialised as the `dpo` entry's `batch`).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BatchLoss {
     /// Each pair, in order.
     pub pairs: Vec<PairLoss>,
@@ -218,7 +218,7 @@ pub enum PairSource {
 }
 
 /// The fitted policy and how the fit went (the `dpo` entry's `fit`, with the optimum).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Fit {
     /// The fitted `pi(y)`.
     pub policy: Vec<f64>,

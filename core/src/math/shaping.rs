@@ -102,10 +102,10 @@ pub fn naive_bonus_rewards(rewards: &[f64], bonus_mask: &[bool], bonus: f64) -> 
 }
 
 /// Returns of one scripted policy in the toy repair episode under three reward schemes.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct PolicyReturns {
     /// `solve` or `repeat-tests`.
-    pub policy: &'static str,
+    pub policy: String,
     /// Steps in its episode.
     pub steps: usize,
     /// Return under the sparse success reward.
@@ -132,7 +132,7 @@ pub fn compare_solve_and_repeat(
     check::count("horizon", horizon, SOLVE_TESTS.len(), 10_000)?;
     check::in_range("bonus", bonus, -MAX_MAGNITUDE, MAX_MAGNITUDE)?;
     check_gamma(gamma)?;
-    let evaluate = |policy: &'static str, tests: &[bool], success: bool| -> Result<PolicyReturns> {
+    let evaluate = |policy: &str, tests: &[bool], success: bool| -> Result<PolicyReturns> {
         let steps = tests.len();
         let mut rewards = vec![0.0; steps];
         if success {
@@ -149,7 +149,7 @@ pub fn compare_solve_and_repeat(
         let shaped = shape(&rewards, &potentials, gamma)?;
         let naive = naive_bonus_rewards(&rewards, tests, bonus)?;
         Ok(PolicyReturns {
-            policy,
+            policy: policy.to_owned(),
             steps,
             sparse: shaped.return_,
             potential: shaped.shaped_return,
