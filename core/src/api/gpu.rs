@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use super::{
     Entry, bandit_gradient, clip_surrogate, group_advantages, importance_sampling, kl_estimators,
-    lag_filter, mixed_group, parse_request, policy_loss,
+    lag_filter, mixed_group, parse_request, policy_loss, with_gpu_entries,
 };
 use crate::error::{FieldError, Result};
 use crate::gpu::{self, GpuContext, GpuError};
@@ -178,27 +178,35 @@ async fn lag(request: Value, ctx: &GpuContext) -> Attempt {
     }
 }
 
+macro_rules! kernel_dispatch {
+    ($($module:ident :: $entry:ident => $kernel:ident),* $(,)?) => {
+        /// Runs the kernel of the entry called `name`; `None` when it has none.
+        async fn run_kernel(name: &str, request: Value, ctx: &GpuContext) -> Option<Attempt> {
+            $(
+                if name == <$module::$entry as Entry>::NAME {
+                    return Some($kernel(request, ctx).await);
+                }
+            )*
+            None
+        }
+    };
+}
+
+// The dispatch comes from the same list as `GPU_ENTRIES` (`super::with_gpu_entries`).
+with_gpu_entries!(kernel_dispatch);
+
 /// Runs the entry called `name` on the GPU where it has a kernel, else on the CPU.
 ///
 /// Errors: the request's own [`FieldError`] (the same as on the CPU), or a device
 /// failure named `backend`.
 pub async fn compute_async(name: &str, request: Value, ctx: &GpuContext) -> Result<Computed> {
-    let attempt = match name {
-        bandit_gradient::BanditGradient::NAME => bandit(request.clone(), ctx).await?,
-        importance_sampling::ImportanceSampling::NAME => importance(request.clone(), ctx).await?,
-        clip_surrogate::ClipSurrogate::NAME => clip(request.clone(), ctx).await?,
-        group_advantages::GroupAdvantagesEntry::NAME => advantages(request.clone(), ctx).await?,
-        policy_loss::PolicyLossEntry::NAME => loss(request.clone(), ctx).await?,
-        mixed_group::MixedGroup::NAME => mixed(request.clone(), ctx).await?,
-        lag_filter::LagFilter::NAME => lag(request.clone(), ctx).await?,
-        kl_estimators::KlEstimators::NAME => kl(request.clone(), ctx).await?,
-        _ => {
-            return Ok(Computed {
-                response: super::compute(name, request)?,
-                backend: ComputedOn::Cpu(format!("`{name}` has no GPU kernel")),
-            });
-        }
+    let Some(attempt) = run_kernel(name, request.clone(), ctx).await else {
+        return Ok(Computed {
+            response: super::compute(name, request)?,
+            backend: ComputedOn::Cpu(format!("`{name}` has no GPU kernel")),
+        });
     };
+    let attempt = attempt?;
     match attempt {
         Ok(response) => Ok(Computed {
             response,

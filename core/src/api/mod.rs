@@ -22,7 +22,8 @@ use serde_json::Value;
 use crate::error::{FieldError, Result};
 
 pub mod examples;
-// One module per entry; each adds itself to `registry!` below.
+// One module per entry; each adds itself to `registry!` below, and one with a GPU
+// kernel to `with_gpu_entries!` too.
 pub mod bandit_gradient;
 pub mod binomial_se;
 pub mod clip_surrogate;
@@ -32,19 +33,6 @@ pub mod gae;
 #[cfg(feature = "gpu")]
 pub mod gpu;
 
-/// The entries that have a GPU kernel: with feature `gpu`, [`gpu`] runs them through
-/// WGSL; every other entry always computes on the CPU. Known without the feature, so a
-/// caller can say where a request will run before it has a device.
-pub const GPU_ENTRIES: &[&str] = &[
-    bandit_gradient::BanditGradient::NAME,
-    importance_sampling::ImportanceSampling::NAME,
-    clip_surrogate::ClipSurrogate::NAME,
-    group_advantages::GroupAdvantagesEntry::NAME,
-    policy_loss::PolicyLossEntry::NAME,
-    mixed_group::MixedGroup::NAME,
-    lag_filter::LagFilter::NAME,
-    kl_estimators::KlEstimators::NAME,
-];
 pub mod group_advantages;
 pub mod importance_sampling;
 pub mod kl;
@@ -116,6 +104,40 @@ macro_rules! registry {
         }
     };
 }
+
+/// The one list of the entries that have a GPU kernel, each with the name of its kernel
+/// function in [`gpu`]. It hands the list to the macro `$then`, so the same list makes
+/// [`GPU_ENTRIES`] (below, with or without feature `gpu`) and the dispatch of
+/// `gpu::compute_async` (in `gpu.rs`). An entry listed without a kernel function fails
+/// the build with feature `gpu`; a kernel function that is not listed is dead code,
+/// which the lint denies.
+macro_rules! with_gpu_entries {
+    ($then:ident) => {
+        $then! {
+            bandit_gradient::BanditGradient => bandit,
+            importance_sampling::ImportanceSampling => importance,
+            clip_surrogate::ClipSurrogate => clip,
+            group_advantages::GroupAdvantagesEntry => advantages,
+            policy_loss::PolicyLossEntry => loss,
+            mixed_group::MixedGroup => mixed,
+            lag_filter::LagFilter => lag,
+            kl_estimators::KlEstimators => kl,
+        }
+    };
+}
+#[cfg(feature = "gpu")]
+use with_gpu_entries;
+
+macro_rules! gpu_entry_names {
+    ($($module:ident :: $entry:ident => $kernel:ident),* $(,)?) => {
+        /// The entries that have a GPU kernel: with feature `gpu`, [`gpu`] runs them
+        /// through WGSL; every other entry always computes on the CPU. Known without the
+        /// feature, so a caller can say where a request will run before it has a device.
+        pub const GPU_ENTRIES: &[&str] = &[$(<$module::$entry as Entry>::NAME),*];
+    };
+}
+
+with_gpu_entries!(gpu_entry_names);
 
 registry! {
     bandit_gradient::BanditGradient,
@@ -392,6 +414,13 @@ mod tests {
             json!({"logp": [], "old_logp": [], "advantages": []}),
             &policy_loss::Request::default(),
         );
+    }
+
+    #[test]
+    fn gpu_entries_are_entries() {
+        for name in GPU_ENTRIES {
+            assert!(ENTRIES.iter().any(|e| e.name == *name), "{name}");
+        }
     }
 
     #[test]
