@@ -18,6 +18,7 @@ pub mod error;
 #[cfg(feature = "gpu")]
 pub mod gpu;
 pub mod math;
+pub mod metrics;
 pub mod ragged;
 pub mod rng;
 

@@ -11,7 +11,7 @@ mod figure_cmd;
 mod jobs;
 mod output;
 mod serve;
-mod train;
+
 mod train_cmd;
 
 /// burn's CPU backend allocates and frees a fresh buffer for nearly every tensor op.

@@ -8,11 +8,22 @@ use anyhow::{Context, Result};
 use arlbook_core::agent::Split;
 use clap::Args;
 
-use crate::train::config::{BackendChoice, TrainConfig};
-use crate::train::eval::{self, EvalPlan, Report};
-use crate::train::state::Trainer;
-use crate::train::trainer::Stage;
-use crate::train::{checkpoint, device};
+use arlbook_train::config::{BackendChoice, TrainConfig};
+use arlbook_train::eval::{self, EvalPlan, Report};
+use arlbook_train::state::Trainer;
+use arlbook_train::trainer::Stage;
+use arlbook_train::{checkpoint, device};
+
+/// A clap parser for a trainer enum with `NAMES` and `FromStr`: the same help
+/// (possible values) and errors as a derived `ValueEnum`.
+macro_rules! names_parser {
+    ($ty:ty) => {
+        clap::builder::TypedValueParser::try_map(
+            clap::builder::PossibleValuesParser::new(<$ty>::NAMES),
+            |name: String| name.parse::<$ty>(),
+        )
+    };
+}
 
 /// Arguments of `arlbook train`.
 #[derive(Debug, Args)]
@@ -24,7 +35,7 @@ pub struct TrainArgs {
     #[arg(long, default_value = "runs/latest")]
     pub out: PathBuf,
     /// Which stages to run.
-    #[arg(long, value_enum, default_value = "all")]
+    #[arg(long, default_value = "all", value_parser = names_parser!(Stage))]
     pub stage: Stage,
     /// Continue the run in --out from its latest checkpoint (the config stored there
     /// is used).
@@ -37,7 +48,7 @@ pub struct TrainArgs {
     #[arg(long)]
     pub seed: Option<u64>,
     /// Override the config's backend: auto, cpu or gpu.
-    #[arg(long)]
+    #[arg(long, value_parser = names_parser!(BackendChoice))]
     pub backend: Option<BackendChoice>,
     /// Exit as soon as standard input closes. `arlbook serve` runs its jobs this way,
     /// so a server that dies (even by SIGKILL) takes its training processes with it
@@ -56,19 +67,6 @@ fn exit_when_stdin_closes() {
         eprintln!("standard input closed: the server is gone, stopping");
         std::process::exit(3);
     });
-}
-
-impl clap::ValueEnum for BackendChoice {
-    fn value_variants<'a>() -> &'a [Self] {
-        &[Self::Auto, Self::Cpu, Self::Gpu]
-    }
-    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
-        Some(clap::builder::PossibleValue::new(match self {
-            Self::Auto => "auto",
-            Self::Cpu => "cpu",
-            Self::Gpu => "gpu",
-        }))
-    }
 }
 
 /// Runs `arlbook train`.
@@ -129,7 +127,7 @@ pub fn run_train(args: &TrainArgs) -> Result<ExitCode> {
         eprintln!(
             "training in {} on {name}: {} parameters",
             args.out.display(),
-            burn::module::Module::num_params(&trainer.model)
+            trainer.parameter_count()
         );
         if let Some((rl, folder)) = init {
             trainer.init_from(&folder, rl)?;
@@ -158,7 +156,7 @@ pub struct PlotArgs {
 
 /// Runs `arlbook train-plot`.
 pub fn run_plot(args: &PlotArgs) -> Result<ExitCode> {
-    crate::train::plot::write(&args.run, &args.out)?;
+    arlbook_train::plot::write(&args.run, &args.out)?;
     eprintln!("wrote {}", args.out.display());
     Ok(ExitCode::SUCCESS)
 }
@@ -198,7 +196,7 @@ pub struct EvalArgs {
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// auto, cpu or gpu.
-    #[arg(long, default_value = "auto")]
+    #[arg(long, default_value = "auto", value_parser = names_parser!(BackendChoice))]
     pub backend: BackendChoice,
     /// Print the report as JSON.
     #[arg(long)]
@@ -392,13 +390,13 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 3)]
     pub repeats: usize,
     /// auto, cpu or gpu.
-    #[arg(long, default_value = "cpu")]
+    #[arg(long, default_value = "cpu", value_parser = names_parser!(BackendChoice))]
     pub backend: BackendChoice,
 }
 
 /// Runs the synthetic GRPO workload and prints its timing as JSON.
 pub fn run_bench(args: &BenchArgs) -> Result<ExitCode> {
-    let model = crate::train::config::ModelConfig {
+    let model = arlbook_train::config::ModelConfig {
         layers: args.layers,
         width: args.width,
         heads: args.heads,
@@ -414,7 +412,7 @@ pub fn run_bench(args: &BenchArgs) -> Result<ExitCode> {
     {
         anyhow::bail!("--heads must divide --width; --rows and --microbatch-rows must be positive");
     }
-    let workload = crate::train::bench::Workload {
+    let workload = arlbook_train::bench::Workload {
         rows: args.rows,
         prompt: args.prompt,
         new_tokens: args.new_tokens,
@@ -422,7 +420,7 @@ pub fn run_bench(args: &BenchArgs) -> Result<ExitCode> {
         repeats: args.repeats.max(1),
     };
     let (device, _) = device::choose(args.backend)?;
-    let timing = crate::train::bench::run(&model, &workload, &device);
+    let timing = arlbook_train::bench::run(&model, &workload, &device);
     crate::output::outln!("{}", serde_json::to_string(&timing)?);
     Ok(ExitCode::SUCCESS)
 }

@@ -7,7 +7,7 @@ use std::path::Path;
 use arlbook_core::{FieldError, api};
 use serde_json::{Map, Value};
 
-use crate::train::config::TrainConfig;
+use arlbook_train::config::TrainConfig;
 
 /// The longest accepted preset name.
 const MAX_PRESET_LEN: usize = 64;

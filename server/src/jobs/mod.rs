@@ -5,9 +5,10 @@
 //! - [`runner`]: the scheduler thread: starts queued jobs as child processes (at most
 //!   `--max-jobs` at a time), reaps them, cancels them, resumes interrupted ones.
 //! - [`input`]: a job request (training config as JSON, optionally on top of a preset)
-//!   into a validated [`TrainConfig`](crate::train::config::TrainConfig).
-//! - [`routes`], [`sse`]: the HTTP handlers, and the metrics stream as server-sent events.
-//! - [`openapi`]: the `OpenAPI` 3 description of every route.
+//!   into a validated [`TrainConfig`](arlbook_train::config::TrainConfig).
+//!
+//! The HTTP side of jobs (the handlers, the metrics stream, the `OpenAPI` document)
+//! lives in [`crate::serve`]; this module knows nothing about HTTP.
 //!
 //! ## Design
 //! The server never writes a job's metrics or checkpoints: the training process owns
@@ -18,10 +19,7 @@
 
 pub mod db;
 pub mod input;
-pub mod openapi;
-pub mod routes;
 pub mod runner;
-pub mod sse;
 
 use serde::Serialize;
 

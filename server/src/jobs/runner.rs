@@ -16,7 +16,7 @@ use anyhow::{Context, Result};
 use super::JobState;
 use super::db::{Db, JobRow};
 use super::now_unix_ms;
-use crate::train::checkpoint;
+use arlbook_train::checkpoint;
 
 /// How often the scheduler looks at its children when nothing wakes it.
 const TICK: Duration = Duration::from_millis(200);

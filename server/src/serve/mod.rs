@@ -8,7 +8,7 @@
 //! - `GET /api/presets`: the training presets of `--configs DIR` (name, summary, every
 //!   setting with defaults filled in).
 //! - `POST /api/jobs`, `GET /api/jobs`, `GET /api/jobs/{id}`, `DELETE /api/jobs/{id}`,
-//!   `GET /api/jobs/{id}/metrics` (server-sent events): training jobs (see [`crate::jobs`]).
+//!   `GET /api/jobs/{id}/metrics` (server-sent events): training jobs ([`job_routes`] over [`crate::jobs`], the stream in [`metrics_stream`]).
 //! - any other `/api/...` path: a JSON 404.
 //! - everything else: the built notebook from `--web DIR` (default `web/dist`): its
 //!   files, and `index.html` (status 200) for the app's own routes (see [`web_files`]).
@@ -37,11 +37,14 @@ use serde_json::json;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::limit::RequestBodyLimitLayer;
 
-use crate::jobs::routes::{self as job_routes, JobsState};
-use crate::jobs::{openapi, runner::Runner};
+use crate::jobs::runner::Runner;
+use job_routes::JobsState;
 
 mod compute_routes;
 pub mod hardening;
+mod job_routes;
+mod metrics_stream;
+pub mod openapi;
 mod web_files;
 
 /// The largest accepted request body.

@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 use std::io::{IsTerminal, Write};
 
-use serde_json::Value;
+use arlbook_core::metrics::MetricsRow;
 
 /// The progress display.
 #[derive(Debug)]
@@ -19,10 +19,6 @@ impl Default for Progress {
     }
 }
 
-fn number(row: &Value, key: &str) -> Option<f64> {
-    row.get(key).and_then(Value::as_f64)
-}
-
 impl Progress {
     /// A display on standard error.
     pub fn new() -> Self {
@@ -33,16 +29,12 @@ impl Progress {
     }
 
     /// Shows one metrics row.
-    pub fn show(&mut self, row: &Value) {
-        let stage = row.get("stage").and_then(Value::as_str).unwrap_or("?");
-        let step = row.get("step").and_then(Value::as_u64).unwrap_or(0);
-        let total = row.get("steps").and_then(Value::as_u64).unwrap_or(0);
+    pub fn show(&mut self, row: &MetricsRow) {
+        let stage = row.stage.name();
+        let step = row.step;
+        let total = row.steps.unwrap_or(0);
         let width = 20;
-        let filled = if total > 0 {
-            (step as usize * width / total as usize).min(width)
-        } else {
-            0
-        };
+        let filled = (step * width).checked_div(total).unwrap_or(0).min(width);
         let bar: String = "#".repeat(filled) + &".".repeat(width - filled);
         // Rows outside a stage's steps (the selection, the gate) have no bar.
         let mut line = if total > 0 {
@@ -50,14 +42,14 @@ impl Progress {
         } else {
             format!("{stage:<10} {step:>5}")
         };
-        for (key, label) in [
-            ("loss", "loss"),
-            ("success_rate", "success"),
-            ("val_success", "val"),
-            ("clip_fraction_high", "clip_hi"),
-            ("step_s", "s/step"),
+        for (value, label) in [
+            (row.loss, "loss"),
+            (row.success_rate, "success"),
+            (row.val_success, "val"),
+            (row.clip_fraction_high, "clip_hi"),
+            (row.step_s, "s/step"),
         ] {
-            if let Some(v) = number(row, key) {
+            if let Some(v) = value {
                 let _ = write!(line, "  {label} {v:.3}");
             }
         }

@@ -203,7 +203,7 @@ mod tests {
 
     /// The `(method, path)` pairs `serve::router` registers, read from its source.
     fn registered_routes() -> Vec<(String, String)> {
-        let source = include_str!("../serve/mod.rs");
+        let source = include_str!("mod.rs");
         let mut routes = Vec::new();
         for call in source.split(".route(").skip(1) {
             let Some(quoted) = call.trim_start().strip_prefix('"') else {

@@ -140,8 +140,8 @@ pub fn in_parts<T: Sync, R: Send>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::train::config::ModelConfig;
-    use crate::train::state::vocab;
+    use crate::config::ModelConfig;
+    use crate::state::vocab;
     use arlbook_core::agent::{EpisodeIds, Split, generate_task};
 
     #[test]

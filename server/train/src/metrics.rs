@@ -2,19 +2,22 @@
 //! any moment and resumed from its last checkpoint ends with every step's row exactly
 //! once.
 //!
-//! Each row carries its `stage` (`sft`, `grpo`, `rs`, `validation`, `selection`,
-//! `gate`) and `step`. Rows are
+//! Each row is a [`MetricsRow`] (the core's definition, which the notebook's live
+//! chapter reads too) with its `stage` (`sft`, `grpo`, `rs`, `validation`,
+//! `selection`, `gate`) and `step`. Rows are
 //! appended and flushed after the step they describe. On resume the file is cut back
 //! to the rows at or before the checkpoint's position (rows written after the
 //! checkpoint belong to steps that will run again), a torn last line included, and
 //! rewritten atomically (temporary file, then rename).
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{self, File, OpenOptions};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use serde_json::Value;
+use arlbook_core::metrics::{MetricsRow, RowStage};
+use serde::Serialize;
 
 /// Where a run is: the stage and the number of steps that stage has completed.
 #[derive(
@@ -30,21 +33,33 @@ pub struct Position {
 impl Position {
     /// The stage's name in metric rows.
     pub fn stage_name(stage: u8) -> &'static str {
+        Self::row_stage(stage).name()
+    }
+
+    /// The metrics rows' stage of a position's stage number.
+    pub fn row_stage(stage: u8) -> RowStage {
         match stage {
-            0 => "sft",
-            1 => "grpo",
-            _ => "rs",
+            0 => RowStage::Sft,
+            1 => RowStage::Grpo,
+            _ => RowStage::Rs,
         }
     }
 
-    /// The stage of a name from [`Position::stage_name`].
-    pub fn stage_of(name: &str) -> Option<u8> {
-        match name {
-            "sft" => Some(0),
-            "grpo" => Some(1),
-            "rs" => Some(2),
+    /// The stage number of a training stage's rows (`None` for the others).
+    pub fn stage_number(stage: RowStage) -> Option<u8> {
+        match stage {
+            RowStage::Sft => Some(0),
+            RowStage::Grpo => Some(1),
+            RowStage::Rs => Some(2),
             _ => None,
         }
+    }
+
+    /// The stage number of a name from [`Position::stage_name`].
+    pub fn stage_of(name: &str) -> Option<u8> {
+        serde_json::from_value(serde_json::Value::from(name))
+            .ok()
+            .and_then(Self::stage_number)
     }
 }
 
@@ -52,21 +67,20 @@ impl Position {
 /// for the row written after that many steps. Validation rows belong to their GRPO
 /// step; the choice of an SFT checkpoint and the gate come before the first RL step
 /// (`(1, 0)`), the choice among an RL stage's checkpoints after all of its steps.
-fn row_position(row: &Value) -> Option<Position> {
-    let step = usize::try_from(row.get("step")?.as_u64()?).ok()?;
-    let stage = row.get("stage")?.as_str()?;
-    match stage {
-        "validation" => Some(Position { stage: 1, step }),
-        "gate" => Some(Position { stage: 1, step: 0 }),
-        "selection" => match Position::stage_of(row.get("arm")?.as_str()?)? {
+fn row_position(row: &MetricsRow) -> Option<Position> {
+    let step = row.step;
+    match row.stage {
+        RowStage::Validation => Some(Position { stage: 1, step }),
+        RowStage::Gate => Some(Position { stage: 1, step: 0 }),
+        RowStage::Selection => match Position::stage_of(row.arm.as_deref()?)? {
             0 => Some(Position { stage: 1, step: 0 }),
             rl => Some(Position {
                 stage: rl,
                 step: usize::MAX,
             }),
         },
-        _ => Some(Position {
-            stage: Position::stage_of(stage)?,
+        stage => Some(Position {
+            stage: Position::stage_number(stage)?,
             step,
         }),
     }
@@ -101,7 +115,7 @@ impl MetricsWriter {
     }
 
     /// Appends one row and flushes it to the file.
-    pub fn write(&mut self, row: &Value) -> Result<()> {
+    pub fn write(&mut self, row: &MetricsRow) -> Result<()> {
         serde_json::to_writer(&mut self.out, row)?;
         self.out.write_all(b"\n")?;
         self.out
@@ -119,7 +133,7 @@ fn truncate_after(path: &Path, position: Position) -> Result<()> {
     };
     let mut kept = String::new();
     for line in text.lines() {
-        let Ok(row) = serde_json::from_str::<Value>(line) else {
+        let Ok(row) = MetricsRow::parse(line) else {
             continue;
         };
         if row_position(&row).is_some_and(|p| p <= position) {
@@ -132,75 +146,70 @@ fn truncate_after(path: &Path, position: Position) -> Result<()> {
     fs::rename(&temporary, path).with_context(|| format!("replacing {}", path.display()))
 }
 
-/// What each training stage of a run cost, from its metrics rows: steps, distinct
-/// training problem keys, rollouts generated and used after filtering, generated
-/// tokens, and the seconds its steps took (validation and selection not included).
-pub fn cost(path: &Path) -> Result<Value> {
-    /// One stage's running totals.
-    #[derive(Default)]
-    struct Totals {
-        steps: f64,
-        rollouts_generated: f64,
-        rollouts_used: f64,
-        generated_tokens: f64,
-        step_s: f64,
-        demonstration_keys: Option<u64>,
-        keys: std::collections::BTreeSet<String>,
-    }
-    let mut stages = std::collections::BTreeMap::<String, Totals>::new();
+/// What one training stage of a run cost, summed over its metrics rows (validation
+/// and selection not included).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct StageCost {
+    /// Optimizer steps (rows) of the stage.
+    pub steps: usize,
+    /// Distinct training problem keys: SFT's demonstration keys, an RL stage's keys
+    /// sampled over all its steps.
+    pub training_keys: usize,
+    /// Rollouts generated, discarded groups included.
+    pub rollouts_generated: usize,
+    /// Rollouts trained on after filtering.
+    pub rollouts_used: usize,
+    /// Tokens the policy generated.
+    pub generated_tokens: usize,
+    /// Seconds its steps took.
+    pub step_s: f64,
+}
+
+/// What each training stage of a run cost, from its metrics rows, by stage name.
+pub fn cost(path: &Path) -> Result<BTreeMap<&'static str, StageCost>> {
+    /// A stage's totals, its SFT demonstration keys and its sampled task keys.
+    type Running = (StageCost, Option<usize>, BTreeSet<String>);
+    let mut stages = BTreeMap::<&'static str, Running>::new();
     for row in read_rows(path)? {
-        let Some(stage) = row.get("stage").and_then(Value::as_str) else {
-            continue;
-        };
-        if Position::stage_of(stage).is_none() {
+        if Position::stage_number(row.stage).is_none() {
             continue;
         }
-        let number = |key: &str| row.get(key).and_then(Value::as_f64).unwrap_or(0.0);
-        let totals = stages.entry(stage.to_owned()).or_default();
-        totals.steps += 1.0;
-        totals.rollouts_generated += number("rollouts_sampled");
-        totals.rollouts_used += number("rollouts_used");
-        totals.generated_tokens += number("generated_tokens");
-        totals.step_s += number("step_s");
-        if let Some(keys) = row.get("demonstration_keys").and_then(Value::as_u64) {
-            totals.demonstration_keys = Some(keys);
+        let (totals, demonstration_keys, keys) = stages.entry(row.stage.name()).or_default();
+        totals.steps += 1;
+        totals.rollouts_generated += row.rollouts_sampled.unwrap_or(0);
+        totals.rollouts_used += row.rollouts_used.unwrap_or(0);
+        totals.generated_tokens += row.generated_tokens.unwrap_or(0);
+        totals.step_s += row.step_s.unwrap_or(0.0);
+        if row.demonstration_keys.is_some() {
+            *demonstration_keys = row.demonstration_keys;
         }
-        if let Some(Value::Array(keys)) = row.get("task_keys") {
-            totals
-                .keys
-                .extend(keys.iter().filter_map(|k| k.as_str().map(str::to_owned)));
-        }
+        keys.extend(row.task_keys.into_iter().flatten());
     }
-    let stages: serde_json::Map<String, Value> = stages
+    Ok(stages
         .into_iter()
-        .map(|(stage, t)| {
-            let keys = t
-                .demonstration_keys
-                .map_or(t.keys.len() as f64, |k| k as f64);
-            let value = serde_json::json!({
-                "steps": t.steps, "training_keys": keys,
-                "rollouts_generated": t.rollouts_generated, "rollouts_used": t.rollouts_used,
-                "generated_tokens": t.generated_tokens, "step_s": t.step_s,
-            });
-            (stage, value)
+        .map(|(stage, (mut totals, demonstration_keys, keys))| {
+            totals.training_keys = demonstration_keys.unwrap_or(keys.len());
+            (stage, totals)
         })
-        .collect();
-    Ok(Value::Object(stages))
+        .collect())
 }
 
 /// Reads every row of a metrics file (torn lines skipped).
-pub fn read_rows(path: &Path) -> Result<Vec<Value>> {
+pub fn read_rows(path: &Path) -> Result<Vec<MetricsRow>> {
     let text = fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     Ok(text
         .lines()
-        .filter_map(|line| serde_json::from_str(line).ok())
+        .filter_map(|line| MetricsRow::parse(line).ok())
         .collect())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+
+    fn row(stage: RowStage, step: usize) -> MetricsRow {
+        MetricsRow::new(stage, step)
+    }
 
     #[test]
     fn resume_drops_rows_after_the_checkpoint_and_torn_lines() {
@@ -209,14 +218,10 @@ mod tests {
         let path = dir.join("metrics.jsonl");
         let mut writer = MetricsWriter::open(&path, None).unwrap();
         for step in 1..=3 {
-            writer
-                .write(&json!({"stage": "sft", "step": step}))
-                .unwrap();
+            writer.write(&row(RowStage::Sft, step)).unwrap();
         }
         for step in 1..=4 {
-            writer
-                .write(&json!({"stage": "grpo", "step": step}))
-                .unwrap();
+            writer.write(&row(RowStage::Grpo, step)).unwrap();
         }
         drop(writer);
         let mut torn = OpenOptions::new().append(true).open(&path).unwrap();
@@ -224,18 +229,13 @@ mod tests {
         drop(torn);
         let position = Position { stage: 1, step: 2 };
         let mut writer = MetricsWriter::open(&path, Some(position)).unwrap();
-        writer.write(&json!({"stage": "grpo", "step": 3})).unwrap();
+        writer.write(&row(RowStage::Grpo, 3)).unwrap();
         let rows = read_rows(&path).unwrap();
-        let steps: Vec<(String, u64)> = rows
+        let steps: Vec<(String, usize)> = rows
             .iter()
-            .map(|r| {
-                (
-                    r["stage"].as_str().unwrap().to_owned(),
-                    r["step"].as_u64().unwrap(),
-                )
-            })
+            .map(|r| (r.stage.name().to_owned(), r.step))
             .collect();
-        let expected: Vec<(String, u64)> = [
+        let expected: Vec<(String, usize)> = [
             ("sft", 1),
             ("sft", 2),
             ("sft", 3),

@@ -30,6 +30,27 @@ pub enum BackendChoice {
     Gpu,
 }
 
+impl BackendChoice {
+    /// The names the config and `--backend` take, in the order of the variants.
+    pub const NAMES: &[&str] = &["auto", "cpu", "gpu"];
+}
+
+impl std::str::FromStr for BackendChoice {
+    type Err = String;
+
+    fn from_str(name: &str) -> Result<Self, Self::Err> {
+        match name {
+            "auto" => Ok(Self::Auto),
+            "cpu" => Ok(Self::Cpu),
+            "gpu" => Ok(Self::Gpu),
+            _ => Err(format!(
+                "unknown backend `{name}`; expected one of {}",
+                Self::NAMES.join(", ")
+            )),
+        }
+    }
+}
+
 /// Which reinforcement-learning arm follows SFT in `arlbook train` (`--stage all`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
@@ -678,7 +699,7 @@ mod tests {
 
     #[test]
     fn every_config_in_the_repository_is_valid() {
-        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../configs");
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../configs");
         let mut seen = 0;
         for entry in std::fs::read_dir(dir).unwrap() {
             let path = entry.unwrap().path();

@@ -17,7 +17,7 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, watch};
 
-use super::runner::Runner;
+use crate::jobs::runner::Runner;
 
 /// How often the file is read again.
 const POLL: Duration = Duration::from_millis(250);

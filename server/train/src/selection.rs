@@ -15,6 +15,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use arlbook_core::agent::Split;
+pub use arlbook_core::metrics::Candidate;
+use arlbook_core::metrics::{MetricsRow, RowStage};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -28,19 +30,6 @@ use super::state::Trainer;
 pub const SELECTION_FILE: &str = "selection.json";
 /// Seed of the validation episodes of every selection (the same for all candidates).
 const SELECTION_SEED: u64 = 0x5E1E_C700;
-
-/// A candidate's score.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Candidate {
-    /// Its step in its stage.
-    pub step: usize,
-    /// The checkpoint folder.
-    pub checkpoint: PathBuf,
-    /// Validation success at the sampling temperature.
-    pub success: f64,
-    /// Its 95% key-clustered interval.
-    pub ci95: [f64; 2],
-}
 
 /// The choice among one stage's checkpoints.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -141,13 +130,12 @@ pub fn choose(trainer: &mut Trainer, stage: u8, steps: &[usize], last: usize) ->
         chosen_step: best.step,
         chosen: best.checkpoint.clone(),
     };
-    trainer.log(&json!({
-        "stage": "selection",
-        "arm": arm,
-        "step": best.step,
-        "val_success": best.success,
-        "candidates": selection.candidates,
-    }))?;
+    trainer.log(&MetricsRow {
+        arm: Some(arm.clone()),
+        val_success: Some(best.success),
+        candidates: Some(selection.candidates.clone()),
+        ..MetricsRow::new(RowStage::Selection, best.step)
+    })?;
     trainer.progress.note(&format!(
         "selection: chose {arm} step {} ({})",
         best.step,
@@ -189,15 +177,14 @@ pub fn gate(trainer: &mut Trainer, folder: &Path) -> Result<Gate> {
         gap,
         warning,
     };
-    trainer.log(&json!({
-        "stage": "gate",
-        "step": 0,
-        "k": k,
-        "pass_at_1": pass_at_1,
-        "pass_at_k": pass_at_k,
-        "gap": gap,
-        "warning": gate.warning,
-    }))?;
+    trainer.log(&MetricsRow {
+        k: Some(k),
+        pass_at_1: Some(pass_at_1),
+        pass_at_k: Some(pass_at_k),
+        gap: Some(gap),
+        warning: gate.warning.clone(),
+        ..MetricsRow::new(RowStage::Gate, 0)
+    })?;
     trainer.progress.note(&format!(
         "gate: validation pass@1 {pass_at_1:.3}, pass@{k} {pass_at_k:.3} ({} tasks)",
         v.gate_tasks

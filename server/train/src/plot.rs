@@ -7,16 +7,19 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
-use serde_json::Value;
+use arlbook_core::metrics::{MetricsRow, RowStage};
 
-/// Points `(step, value)` of `key` in the rows of `stage` (rows of a step that kept
-/// no rollout left out: runs written before such rows omitted their statistics
-/// logged a mean over none as 0).
-fn series(rows: &[Value], stage: &str, key: &str) -> Vec<(f64, f64)> {
+/// A measurement of a row.
+type Field = fn(&MetricsRow) -> Option<f64>;
+
+/// Points `(step, value)` of `field` in the rows of `stage` (rows of a step that kept
+/// no rollout left out unless `all_sampled`: runs written before such rows omitted
+/// their statistics logged a mean over none as 0).
+fn series(rows: &[MetricsRow], stage: RowStage, field: Field, all_sampled: bool) -> Vec<(f64, f64)> {
     rows.iter()
-        .filter(|r| r["stage"] == stage)
-        .filter(|r| key == "sampled_success_rate" || r["rollouts_used"] != 0)
-        .filter_map(|r| Some((r["step"].as_f64()?, r.get(key)?.as_f64()?)))
+        .filter(|r| r.stage == stage)
+        .filter(|r| all_sampled || r.rollouts_used != Some(0))
+        .filter_map(|r| Some((r.step as f64, field(r)?)))
         .collect()
 }
 
@@ -49,7 +52,7 @@ fn panel<'a, 'b>(
 }
 
 /// The SVG of the run whose metrics rows are `rows`.
-pub fn svg(rows: &[Value], title: &str) -> Result<String> {
+pub fn svg(rows: &[MetricsRow], title: &str) -> Result<String> {
     let mut out = String::new();
     {
         let root = SVGBackend::with_string(&mut out, (900, 360)).into_drawing_area();
@@ -58,7 +61,7 @@ pub fn svg(rows: &[Value], title: &str) -> Result<String> {
             .titled(title, ("sans-serif", 18))
             .map_err(|e| anyhow::anyhow!("{e}"))?;
         let (left, right) = root.split_horizontally(440);
-        let loss = series(rows, "sft", "loss");
+        let loss = series(rows, RowStage::Sft, |r| r.loss, false);
         let top = loss.iter().map(|p| p.1).fold(0.1, f64::max);
         let mut chart = panel(
             &left,
@@ -71,12 +74,13 @@ pub fn svg(rows: &[Value], title: &str) -> Result<String> {
             .map_err(|e| anyhow::anyhow!("{e}"))?;
 
         // A run of the rejection-sampling arm has `rs` rows where GRPO's would be.
-        let (arm, train) = match series(rows, "grpo", "success_rate") {
-            grpo if grpo.is_empty() => ("RS", series(rows, "rs", "success_rate")),
+        let success: Field = |r| r.success_rate;
+        let (arm, train) = match series(rows, RowStage::Grpo, success, false) {
+            grpo if grpo.is_empty() => ("RS", series(rows, RowStage::Rs, success, false)),
             grpo => ("GRPO", grpo),
         };
-        let validation = series(rows, "validation", "val_success");
-        let sampled = series(rows, "grpo", "sampled_success_rate");
+        let validation = series(rows, RowStage::Validation, |r| r.val_success, false);
+        let sampled = series(rows, RowStage::Grpo, |r| r.sampled_success_rate, true);
         let caption = format!("{arm}: success rate");
         let mut chart = panel(&right, &caption, upper(&train), 1.0)?;
         let kept = if sampled.is_empty() {
@@ -121,13 +125,7 @@ pub fn svg(rows: &[Value], title: &str) -> Result<String> {
 
 /// Writes the plot of the run in `run` (its `metrics.jsonl`) to `out` (`.svg`).
 pub fn write(run: &Path, out: &Path) -> Result<()> {
-    let path = run.join("metrics.jsonl");
-    let text =
-        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
-    let rows: Vec<Value> = text
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect();
+    let rows = crate::metrics::read_rows(&run.join("metrics.jsonl"))?;
     let title = format!("arlbook train: {}", run.display());
     std::fs::write(out, svg(&rows, &title)?).with_context(|| format!("writing {}", out.display()))
 }
@@ -135,17 +133,19 @@ pub fn write(run: &Path, out: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     #[test]
     fn the_plot_draws_both_stages() {
-        let rows = vec![
-            json!({"stage": "sft", "step": 1, "loss": 3.0}),
-            json!({"stage": "sft", "step": 2, "loss": 1.5}),
-            json!({"stage": "validation", "step": 0, "val_success": 0.1}),
-            json!({"stage": "grpo", "step": 1, "success_rate": 0.25}),
-            json!({"stage": "grpo", "step": 2, "success_rate": 0.5}),
-        ];
+        let rows: Vec<MetricsRow> = [
+            r#"{"stage": "sft", "step": 1, "loss": 3.0}"#,
+            r#"{"stage": "sft", "step": 2, "loss": 1.5}"#,
+            r#"{"stage": "validation", "step": 0, "val_success": 0.1}"#,
+            r#"{"stage": "grpo", "step": 1, "success_rate": 0.25}"#,
+            r#"{"stage": "grpo", "step": 2, "success_rate": 0.5}"#,
+        ]
+        .iter()
+        .map(|line| MetricsRow::parse(line).unwrap())
+        .collect();
         let svg = svg(&rows, "test").unwrap();
         assert!(svg.starts_with("<svg"));
         assert!(svg.contains("SFT: loss"));

@@ -12,11 +12,11 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
-use super::db::JobRow;
-use super::runner::{CancelOutcome, Runner};
-use super::{input, sse};
-use crate::serve::error_response;
-use crate::train::checkpoint;
+use super::{error_response, metrics_stream};
+use crate::jobs::db::JobRow;
+use crate::jobs::input;
+use crate::jobs::runner::{CancelOutcome, Runner};
+use arlbook_train::checkpoint;
 
 /// What the job handlers share.
 #[derive(Debug, Clone)]
@@ -68,7 +68,7 @@ fn view(runner: &Runner, job: &JobRow, detail: bool) -> Value {
         let config: Value = serde_json::from_str(&job.config_json).unwrap_or(Value::Null);
         out["config"] = config;
         out["checkpoint"] = json!(checkpoint::latest(&dir).ok().flatten());
-        out["last_metrics"] = sse::last_row(&dir.join("metrics.jsonl")).unwrap_or(Value::Null);
+        out["last_metrics"] = metrics_stream::last_row(&dir.join("metrics.jsonl")).unwrap_or(Value::Null);
     }
     out
 }
@@ -180,7 +180,7 @@ pub async fn metrics(State(state): State<JobsState>, Path(raw): Path<String>) ->
     };
     match state.runner.get(id) {
         Ok(Some(_)) => {
-            sse::stream(Arc::clone(&state.runner), id, state.shutdown.clone()).into_response()
+            metrics_stream::stream(Arc::clone(&state.runner), id, state.shutdown.clone()).into_response()
         }
         Ok(None) => not_found(&raw),
         Err(err) => internal(&err),

@@ -11,11 +11,11 @@ use anyhow::{Context, Result, bail};
 use arlbook_core::agent::tokenizer;
 use burn::optim::ModuleOptimizer;
 use burn::prelude::*;
-use serde_json::Value;
 
 use super::checkpoint::{self, PendingBatch, State};
 use super::config::TrainConfig;
 use super::metrics::{MetricsWriter, Position};
+use arlbook_core::metrics::MetricsRow;
 use super::model::PolicyModel;
 use super::optimizer::adamw;
 use super::progress::Progress;
@@ -182,10 +182,15 @@ impl Trainer {
     }
 
     /// Appends a metrics row and updates the progress line.
-    pub fn log(&mut self, row: &Value) -> Result<()> {
+    pub fn log(&mut self, row: &MetricsRow) -> Result<()> {
         self.metrics.write(row)?;
         self.progress.show(row);
         Ok(())
+    }
+
+    /// The number of trainable parameters of the policy.
+    pub fn parameter_count(&self) -> usize {
+        burn::module::Module::num_params(&self.model)
     }
 
     /// Seconds since this process started training.

@@ -26,7 +26,7 @@ use arlbook_core::agent::{EpisodeIds, Split, Teacher, generate_task, run_episode
 use arlbook_core::rng::RandomStream;
 use burn::optim::{GradientsAccumulator, GradientsParams};
 use burn::prelude::*;
-use serde_json::json;
+use arlbook_core::metrics::{MetricsRow, RowStage};
 
 use super::batching::MicroBatch;
 use super::config::LrSchedule;
@@ -122,11 +122,12 @@ pub fn run(trainer: &mut Trainer) -> Result<()> {
             first_step: 0,
             until: config.sft.steps,
         };
-        let extra = json!({
-            "demonstrations": demos.len(),
-            "demonstration_keys": demonstration_keys,
-        });
-        run_phase(trainer, &demos, &phase, &extra)?;
+        let fields = MetricsRow {
+            demonstrations: Some(demos.len()),
+            demonstration_keys: Some(demonstration_keys),
+            ..MetricsRow::default()
+        };
+        run_phase(trainer, &demos, &phase, &fields)?;
     }
     if trainer.position.step < config.sft.total_steps() {
         let (pool, summary) = recovery_pool(trainer, demos)?;
@@ -157,7 +158,7 @@ fn check_lengths(demos: &[Demonstration], context: usize) -> Result<()> {
 fn recovery_pool(
     trainer: &Trainer,
     mut teacher: Vec<Demonstration>,
-) -> Result<(Vec<Demonstration>, serde_json::Value)> {
+) -> Result<(Vec<Demonstration>, MetricsRow)> {
     let config = &trainer.config;
     let path = trainer.out.join(RECOVERY_FILE);
     let recovered = if let Some(saved) = recovery::load(&path)? {
@@ -186,7 +187,11 @@ fn recovery_pool(
         bail!("sft.recovery_tasks: the model's attempts gave no recovery demonstration");
     }
     check_lengths(&recovered, config.model.context)?;
-    let summary = json!({ "phase": "recovery", "recovery_demos": recovered.len() });
+    let summary = MetricsRow {
+        phase: Some("recovery".to_owned()),
+        recovery_demos: Some(recovered.len()),
+        ..MetricsRow::default()
+    };
     teacher.truncate(recovered.len());
     teacher.extend(recovered);
     Ok((teacher, summary))
@@ -200,13 +205,13 @@ struct Phase {
     until: usize,
 }
 
-/// The steps of `phase` from the current position on, on batches of `pool`; `extra`
-/// is merged into every metrics row.
+/// The steps of `phase` from the current position on, on batches of `pool`; every
+/// metrics row starts from `fields` (what the phase says about itself).
 fn run_phase(
     trainer: &mut Trainer,
     pool: &[Demonstration],
     phase: &Phase,
-    extra: &serde_json::Value,
+    fields: &MetricsRow,
 ) -> Result<()> {
     let config = trainer.config.clone();
     let total = config.sft.total_steps();
@@ -238,21 +243,19 @@ fn run_phase(
         trainer.model = trainer.optim.step(lr, trainer.model.clone(), grads);
         trainer.position.step += 1;
         let step_s = t0.elapsed().as_secs_f64();
-        let mut row = json!({
-            "stage": "sft",
-            "step": trainer.position.step,
-            "steps": total,
-            "loss": loss_value,
-            "grad_norm": grad_norm,
-            "lr": lr,
-            "tokens": tokens,
-            "tokens_per_s": tokens as f64 / step_s,
-            "step_s": step_s,
-            "wall_s": trainer.wall_s(),
-        });
-        if let (Some(row), Some(extra)) = (row.as_object_mut(), extra.as_object()) {
-            row.extend(extra.clone());
-        }
+        let row = MetricsRow {
+            stage: RowStage::Sft,
+            step: trainer.position.step,
+            steps: Some(total),
+            loss: Some(loss_value),
+            grad_norm: Some(grad_norm),
+            lr: Some(lr),
+            tokens: Some(tokens),
+            tokens_per_s: Some(tokens as f64 / step_s),
+            step_s: Some(step_s),
+            wall_s: Some(trainer.wall_s()),
+            ..fields.clone()
+        };
         trainer.log(&row)?;
         if trainer.checkpoint_due(phase.until) {
             trainer.save_checkpoint()?;
@@ -347,7 +350,7 @@ fn cached_indices(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::train::config::{ModelConfig, TrainConfig};
+    use crate::config::{ModelConfig, TrainConfig};
 
     /// Slicing a step into microbatches must not change what the step computes: the
     /// loss is the whole step's token mean and the gradient is the same (its global

@@ -14,9 +14,9 @@ use std::time::Instant;
 
 use anyhow::{Result, bail};
 use burn::prelude::*;
-use serde_json::json;
+use arlbook_core::metrics::{MetricsRow, RowStage};
 
-use super::grpo::{collect, distinct, merge};
+use super::grpo::{collect, distinct};
 use super::optimizer::clip_global_norm;
 use super::recovery::Demonstration;
 use super::sft::{SFT_MICROBATCH_EPISODES, demonstration_gradients};
@@ -40,17 +40,13 @@ pub fn run(trainer: &mut Trainer) -> Result<()> {
             .filter(|r| r.record.success())
             .map(|r| Demonstration::teacher(r.record.clone()))
             .collect();
-        let mut row = json!({
-            "stage": "rs",
-            "step": step + 1,
-            "steps": steps,
-            "rollouts_sampled": batch.sampled,
-            "rollouts_used": kept.len(),
-            "generated_tokens": batch.sampled_tokens,
-            "success_rate": kept.len() as f64 / batch.rollouts.len().max(1) as f64,
-            "discarded": batch.discarded,
-            "task_keys": distinct(&batch.task_keys),
-        });
+        let mut row = MetricsRow::new(RowStage::Rs, step + 1).of_steps(steps);
+        row.rollouts_sampled = Some(batch.sampled);
+        row.rollouts_used = Some(kept.len());
+        row.generated_tokens = Some(batch.sampled_tokens);
+        row.success_rate = Some(kept.len() as f64 / batch.rollouts.len().max(1) as f64);
+        row.discarded = Some(batch.discarded.clone());
+        row.task_keys = Some(distinct(&batch.task_keys));
         if !kept.is_empty() {
             let mut refs: Vec<&Demonstration> = kept.iter().collect();
             let (loss, tokens, mut grads) =
@@ -61,20 +57,15 @@ pub fn run(trainer: &mut Trainer) -> Result<()> {
             let grad_norm = clip_global_norm(&trainer.model, &mut grads, config.grpo.grad_clip);
             let lr = config.rs.learning_rate;
             trainer.model = trainer.optim.step(lr, trainer.model.clone(), grads);
-            merge(
-                &mut row,
-                json!({"loss": loss, "trained_tokens": tokens, "grad_norm": grad_norm, "lr": lr}),
-            );
+            row.loss = Some(loss);
+            row.trained_tokens = Some(tokens);
+            row.grad_norm = Some(grad_norm);
+            row.lr = Some(lr);
         }
         trainer.position.step += 1;
-        merge(
-            &mut row,
-            json!({
-                "collect_s": collect_s,
-                "step_s": t0.elapsed().as_secs_f64(),
-                "wall_s": trainer.wall_s(),
-            }),
-        );
+        row.collect_s = Some(collect_s);
+        row.step_s = Some(t0.elapsed().as_secs_f64());
+        row.wall_s = Some(trainer.wall_s());
         trainer.log(&row)?;
         if trainer.checkpoint_due(steps) {
             trainer.save_checkpoint()?;

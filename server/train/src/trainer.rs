@@ -12,7 +12,7 @@ use super::optimizer::adamw;
 use super::state::{Trainer, load_model};
 
 /// Which stages a `train` invocation runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stage {
     /// Supervised cold start only.
     Sft,
@@ -26,6 +26,9 @@ pub enum Stage {
 }
 
 impl Stage {
+    /// The names `--stage` takes, in the order of the variants.
+    pub const NAMES: &[&str] = &["sft", "grpo", "rs", "all"];
+
     /// The RL stage (position stage number) this invocation runs under `config`, if any.
     pub fn rl_stage(self, config: &TrainConfig) -> Option<u8> {
         match self {
@@ -36,6 +39,23 @@ impl Stage {
                 RlArm::Grpo => 1,
                 RlArm::Rs => 2,
             }),
+        }
+    }
+}
+
+impl std::str::FromStr for Stage {
+    type Err = String;
+
+    fn from_str(name: &str) -> Result<Self, Self::Err> {
+        match name {
+            "sft" => Ok(Self::Sft),
+            "grpo" => Ok(Self::Grpo),
+            "rs" => Ok(Self::Rs),
+            "all" => Ok(Self::All),
+            _ => Err(format!(
+                "unknown stage `{name}`; expected one of {}",
+                Self::NAMES.join(", ")
+            )),
         }
     }
 }

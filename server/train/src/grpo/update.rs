@@ -1,0 +1,323 @@
+//! The update: `epochs` passes over a batch's groups, each split into `minibatches`
+//! optimizer steps. A minibatch's reduction weights come from
+//! `core::math::reduction::row_weights` over all its rows; its microbatches
+//! (`microbatch_rows` rows each) accumulate gradients, so the step sees exactly the
+//! minibatch loss. The loss is [`crate::loss::surrogate_loss`]; every microbatch is also
+//! scored by the core's `policy_loss` on the same log-probabilities, which gives the
+//! logged ratios, clip fractions and `loss_core_gap`.
+//!
+//! The update order of pass `e` at step `s` comes from `RandomStream(seed,
+//! ORDER_STREAM + 64 s + e)`.
+
+use anyhow::{Context, Result};
+use arlbook_core::Ragged;
+use arlbook_core::math::advantage::{AdvantageOptions, Baseline, Scale};
+use arlbook_core::math::clip::ClipWidths;
+use arlbook_core::math::kl::kl_point;
+use arlbook_core::math::policy_loss::{
+    PolicyLossConfig, PolicyLossInput, TokenAdvantages, policy_loss,
+};
+use arlbook_core::math::reduction::row_weights;
+use arlbook_core::metrics::MetricsRow;
+use arlbook_core::rng::RandomStream;
+use burn::optim::{GradientsAccumulator, GradientsParams};
+use burn::prelude::*;
+
+use super::preflight;
+use crate::batching::{MicroBatch, micro_batch, weight_tensor};
+use crate::config::{AdvantageScale, TrainConfig};
+use crate::loss::{SurrogateInputs, SurrogateSettings, surrogate_loss, token_entropy, token_logprobs};
+use crate::model::PolicyModel;
+use crate::optimizer::clip_global_norm;
+use crate::rollout::Rollout;
+use crate::state::{Trainer, vocab};
+
+const ORDER_STREAM: u64 = 0x6771_0000;
+
+/// Advantage options from the config.
+pub fn advantage_options(config: &TrainConfig) -> AdvantageOptions {
+    AdvantageOptions {
+        baseline: if config.grpo.leave_one_out {
+            Baseline::LeaveOneOut
+        } else {
+            Baseline::Mean
+        },
+        scale: match config.grpo.advantage_scale {
+            AdvantageScale::Group => Scale::Group,
+            AdvantageScale::Batch => Scale::Batch,
+            AdvantageScale::None => Scale::None,
+        },
+        std: config.grpo.std_kind,
+        eps: 1e-6,
+    }
+}
+
+/// The surrogate's clip widths and KL penalty from the config.
+pub fn surrogate_settings(config: &TrainConfig) -> SurrogateSettings {
+    SurrogateSettings {
+        eps_low: config.grpo.eps_low,
+        eps_high: config.grpo.eps_high,
+        dual_clip: config.grpo.dual_clip,
+        beta: config.grpo.kl_beta,
+        kl_estimator: config.grpo.kl_estimator,
+    }
+}
+
+/// Token statistics of one step's update, summed over microbatches.
+#[derive(Debug, Default)]
+pub struct UpdateStats {
+    tokens: usize,
+    ratio_sum: f64,
+    ratio_max: f64,
+    clip_low: f64,
+    clip_high: f64,
+    clip_dual: f64,
+    kl_sum: f64,
+    entropy_sum: f64,
+    loss_sum: f64,
+    core_loss_sum: f64,
+    grad_norms: Vec<f64>,
+}
+
+impl UpdateStats {
+    /// Writes the update's measurements into the step's metrics row.
+    pub fn fill(&self, row: &mut MetricsRow, lr: f64) {
+        let tokens = self.tokens.max(1) as f64;
+        row.loss = Some(self.loss_sum / self.grad_norms.len().max(1) as f64);
+        row.loss_core_gap = Some((self.loss_sum - self.core_loss_sum).abs());
+        row.grad_norm = Some(self.grad_norms.iter().copied().fold(0.0, f64::max));
+        row.ratio_mean = Some(self.ratio_sum / tokens);
+        row.ratio_max = Some(self.ratio_max);
+        row.clip_fraction_low = Some(self.clip_low / tokens);
+        row.clip_fraction_high = Some(self.clip_high / tokens);
+        row.clip_fraction_dual = Some(self.clip_dual / tokens);
+        row.kl = Some(self.kl_sum / tokens);
+        row.entropy = Some(self.entropy_sum / tokens);
+        row.lr = Some(lr);
+        row.optimizer_steps = Some(self.grad_norms.len());
+    }
+}
+
+/// Every pass of the update over `groups` with their `advantages` (one row per
+/// group). `first` marks the run's first update on the collecting snapshot, whose
+/// ratios the pre-flight check requires to be 1.
+pub fn update(
+    trainer: &mut Trainer,
+    groups: &[Vec<Rollout>],
+    advantages: &Ragged<f64>,
+    lr: f64,
+    mut first: bool,
+) -> Result<UpdateStats> {
+    let config = trainer.config.clone();
+    let g = &config.grpo;
+    let step = trainer.position.step;
+    let mut stats = UpdateStats::default();
+    for epoch in 0..g.epochs {
+        let mut order: Vec<usize> = (0..groups.len()).collect();
+        let mut rng =
+            RandomStream::new(config.seed, ORDER_STREAM + 64 * step as u64 + epoch as u64);
+        for i in (1..order.len()).rev() {
+            let k = rng.below((i + 1) as u32) as usize;
+            order.swap(i, k);
+        }
+        let per_minibatch = order.len().div_ceil(g.minibatches.min(order.len()).max(1));
+        for part in order.chunks(per_minibatch) {
+            let rows: Vec<(&Rollout, f64)> = part
+                .iter()
+                .flat_map(|&gi| groups[gi].iter().zip(advantages.row(gi).iter().copied()))
+                .collect();
+            minibatch_step(trainer, &rows, lr, &mut stats, first)?;
+            first = false;
+        }
+    }
+    Ok(stats)
+}
+
+/// Host-side copy of a `[N, T]` tensor, as rows cut to each row's generated tokens.
+fn ragged_rows(tensor: Tensor<2>, micro: &MicroBatch) -> Result<Ragged<f64>> {
+    let [n, t] = tensor.dims();
+    let values: Vec<f32> = tensor
+        .try_into_vec_as::<f32>()
+        .map_err(|e| anyhow::anyhow!("reading a [{n}, {t}] tensor back from the device: {e:?}"))?;
+    let width = micro.padded.seq_len.saturating_sub(1);
+    let rows: Vec<Vec<f64>> = (0..n)
+        .map(|row| {
+            (0..width)
+                .filter(|&j| micro.padded.loss_mask[row * width + j] == 1)
+                .map(|j| f64::from(values[row * t + j]))
+                .collect()
+        })
+        .collect();
+    Ok(Ragged::from_rows(&rows))
+}
+
+/// The log-probabilities of one microbatch under the policy (with the graph) and the
+/// reference (detached, on the training device), and the masked entropy's sum.
+struct Scored {
+    logp: Tensor<2>,
+    logp_ref: Option<Tensor<2>>,
+    entropy_sum: f64,
+}
+
+fn score(trainer: &Trainer, micro: &MicroBatch) -> Result<Scored> {
+    let temperature = trainer.config.grpo.temperature;
+    let logits = trainer.model.forward(micro.inputs.clone());
+    let entropy = token_entropy(logits.clone(), temperature) * micro.mask.clone();
+    let logp = token_logprobs(
+        logits,
+        micro.targets.clone(),
+        temperature,
+        micro.not_kept.clone(),
+    );
+    let logp_ref = trainer.reference.as_ref().map(|reference| {
+        let ref_logits = reference.forward(micro.inputs.clone().to_device(&trainer.plain));
+        let ref_logp = token_logprobs(
+            ref_logits,
+            micro.targets.clone().to_device(&trainer.plain),
+            temperature,
+            micro.not_kept.clone().map(|m| m.to_device(&trainer.plain)),
+        );
+        ref_logp.to_device(&trainer.device).detach()
+    });
+    let entropy_sum = f64::from(
+        entropy
+            .sum()
+            .try_into_scalar::<f32>()
+            .map_err(|e| anyhow::anyhow!("reading the entropy back from the device: {e:?}"))?,
+    );
+    Ok(Scored {
+        logp,
+        logp_ref,
+        entropy_sum,
+    })
+}
+
+/// One optimizer step over `rows` (whole groups) with their advantages.
+fn minibatch_step(
+    trainer: &mut Trainer,
+    rows: &[(&Rollout, f64)],
+    lr: f64,
+    stats: &mut UpdateStats,
+    first: bool,
+) -> Result<()> {
+    let config = trainer.config.clone();
+    let g = &config.grpo;
+    let lengths: Vec<usize> = rows
+        .iter()
+        .map(|(r, _)| r.record.generated_tokens())
+        .collect();
+    let weights_per_row = row_weights(&lengths, g.reduction, g.reduction_constant)
+        .map_err(|e| anyhow::anyhow!("grpo.{e}"))?;
+    let settings = surrogate_settings(&config);
+    let mut accumulator = GradientsAccumulator::<PolicyModel>::new();
+    let mut start = 0;
+    while start < rows.len() {
+        let end = (start + g.microbatch_rows).min(rows.len());
+        let chunk: Vec<&Rollout> = rows[start..end].iter().map(|(r, _)| *r).collect();
+        let advantages: Vec<f32> = rows[start..end].iter().map(|(_, a)| *a as f32).collect();
+        let micro = micro_batch(&chunk, vocab(), &trainer.device);
+        let scored = score(trainer, &micro)?;
+        let inputs = SurrogateInputs {
+            logp_old: micro.logp_old.clone(),
+            mask: micro.mask.clone(),
+            weights: weight_tensor(&micro, &weights_per_row[start..end], &trainer.device),
+            advantages: Tensor::from_data(
+                TensorData::new(advantages.clone(), [chunk.len(), 1]),
+                &trainer.device,
+            ),
+            logp_ref: scored.logp_ref.clone(),
+        };
+        let loss = surrogate_loss(scored.logp.clone(), &inputs, &settings);
+        let grads = loss.backward();
+        stats.loss_sum += f64::from(
+            loss.try_into_scalar::<f32>()
+                .map_err(|e| anyhow::anyhow!("reading the loss back from the device: {e:?}"))?,
+        );
+        accumulator.accumulate(
+            &trainer.model,
+            GradientsParams::from_grads(grads, &trainer.model),
+        );
+        let check = CoreCheck {
+            micro: &micro,
+            logp: scored.logp.detach(),
+            logp_ref: scored.logp_ref,
+            advantages: &advantages,
+            weights: &weights_per_row[start..end],
+        };
+        let max_ratio_deviation = check.add_to(stats, &config)?;
+        if first && start == 0 {
+            preflight::check_ratio(max_ratio_deviation)?;
+        }
+        stats.entropy_sum += scored.entropy_sum;
+        start = end;
+    }
+    let mut grads = accumulator.grads();
+    let norm = clip_global_norm(&trainer.model, &mut grads, g.grad_clip);
+    stats.grad_norms.push(norm);
+    trainer.model = trainer.optim.step(lr, trainer.model.clone(), grads);
+    Ok(())
+}
+
+/// One microbatch scored again by the core's loss, on the host: the logged token
+/// statistics, and a live agreement check with burn's loss.
+struct CoreCheck<'a> {
+    micro: &'a MicroBatch,
+    logp: Tensor<2>,
+    logp_ref: Option<Tensor<2>>,
+    advantages: &'a [f32],
+    weights: &'a [f64],
+}
+
+impl CoreCheck<'_> {
+    /// Adds this microbatch to `stats`; returns its largest |ratio - 1|.
+    fn add_to(self, stats: &mut UpdateStats, config: &TrainConfig) -> Result<f64> {
+        let g = &config.grpo;
+        let logp = ragged_rows(self.logp, self.micro)?;
+        let old = ragged_rows(self.micro.logp_old.clone(), self.micro)?;
+        let reference = self
+            .logp_ref
+            .map(|t| ragged_rows(t, self.micro))
+            .transpose()?;
+        let advantages: Vec<f64> = self.advantages.iter().map(|&a| f64::from(a)).collect();
+        // Per-token terms from the core's loss (the reduction does not change them).
+        let core = policy_loss(
+            &PolicyLossInput {
+                logp: &logp,
+                logp_old: &old,
+                logp_ref: None,
+                advantages: TokenAdvantages::PerSequence(&advantages),
+            },
+            &PolicyLossConfig {
+                clip: ClipWidths {
+                    eps_low: g.eps_low,
+                    eps_high: g.eps_high,
+                    dual_clip: g.dual_clip,
+                },
+                ..PolicyLossConfig::default()
+            },
+        )
+        .context("core policy loss on the training batch")?;
+        for (i, &w) in self.weights.iter().enumerate() {
+            let pg: f64 = core.pg_loss_per_token.row(i).iter().sum();
+            let kl: f64 = reference.as_ref().map_or(0.0, |reference| {
+                logp.row(i)
+                    .iter()
+                    .zip(reference.row(i))
+                    .map(|(&lp, &lr)| kl_point(lp, lr, g.kl_estimator, false).value)
+                    .sum()
+            });
+            let penalty = if reference.is_some() { g.kl_beta * kl } else { 0.0 };
+            stats.core_loss_sum += w * (pg + penalty);
+            stats.kl_sum += kl;
+        }
+        let tokens: usize = self.micro.generated.iter().sum();
+        let ratios = core.ratio.flat();
+        stats.ratio_sum += ratios.iter().sum::<f64>();
+        stats.ratio_max = ratios.iter().copied().fold(stats.ratio_max, f64::max);
+        stats.clip_low += core.clip_fraction.low * tokens as f64;
+        stats.clip_high += core.clip_fraction.high * tokens as f64;
+        stats.clip_dual += core.clip_fraction.dual * tokens as f64;
+        stats.tokens += tokens;
+        Ok(ratios.iter().map(|q| (q - 1.0).abs()).fold(0.0, f64::max))
+    }
+}
