@@ -1,9 +1,12 @@
-//! The one place where figures call the core: `compute(name, request)`, and where the
+//! The one place where figures call the core: `compute::<E>(&request)`, and where the
 //! page decides whether the core answers on the CPU or through WebGPU.
 //!
-//! Every figure builds a JSON request for an entry of `arlbook_core::api` and reads the
-//! JSON response, exactly as the CLI and the HTTP server do, so a number on the page can
-//! be checked with `arlbook compute <name>`.
+//! Every figure builds the typed request of an entry `E` of `arlbook_core::api` and
+//! reads its typed response. On the way the request is written as JSON and the entry
+//! is called by its name, exactly as the CLI and the HTTP server call it, so a number on
+//! the page can be checked with `arlbook compute <name>`; the JSON answer is read back
+//! into `E::Response`, and one that does not fit is an error naming `(response)` and
+//! the field, never a default.
 //!
 //! ## CPU or GPU
 //! A figure's computation is plain synchronous code; the GPU answers asynchronously.
@@ -25,7 +28,8 @@
 //! changes, and a redraw for a resize recomputes nothing.
 //!
 //! Outside a session (natively: the snapshot tests and `arlbook figure`) [`compute`]
-//! is the core's CPU path, unchanged.
+//! is the core's CPU path, unchanged. [`compute_json`] is the same call untyped, for the
+//! explorer, whose requests are whatever the reader types.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -34,7 +38,7 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 
-use arlbook_core::api;
+use arlbook_core::api::{self, Entry};
 use arlbook_core::error::FieldError;
 use serde_json::Value;
 
@@ -190,7 +194,7 @@ impl Summary {
     }
 }
 
-/// The state of one evaluation, reachable from [`compute`].
+/// The state of one evaluation, reachable from [`compute_json`].
 struct Session {
     accelerator: Option<Rc<dyn Accelerator>>,
     /// Why GPU entries run on the CPU when there is no accelerator.
@@ -211,9 +215,21 @@ fn key(name: &str, request: &Value) -> String {
     format!("{name} {request}")
 }
 
-/// Runs the entry `name` of the compute API on `request`: on the CPU, or inside an
-/// [`evaluate`] session, on the path that session chose.
-pub fn compute(name: &str, request: Value) -> Result<Value, FieldError> {
+/// Runs entry `E` of the compute API on `request`: on the CPU, or inside an
+/// [`evaluate`] session, on the path that session chose. The request travels as its
+/// JSON under the entry's name ([`compute_json`]); the answer is read back into
+/// `E::Response`, and an answer that does not fit is an error naming `(response)` and
+/// the serde path of the field.
+pub fn compute<E: Entry>(request: &E::Request) -> Result<E::Response, FieldError> {
+    let request = serde_json::to_value(request)
+        .map_err(|e| FieldError::new("(request)", format!("could not serialise: {e}")))?;
+    api::parse_response(compute_json(E::NAME, request)?)
+}
+
+/// Runs the entry called `name` on a JSON request, as [`compute`] does, and returns its
+/// JSON answer. Only for the explorer, which sends whatever JSON the reader typed to
+/// any entry by name; figures use the typed [`compute`].
+pub fn compute_json(name: &str, request: Value) -> Result<Value, FieldError> {
     let in_session = SESSION.with(|s| s.borrow().is_some());
     if !in_session {
         return api::compute(name, request);
@@ -343,7 +359,7 @@ pub struct Evaluation<T> {
 /// makes nearly this many GPU requests.
 const MAX_RUNS: usize = 4096;
 
-/// Evaluates `figure` (any code that calls [`compute`]) on `accelerator`, or on the CPU
+/// Evaluates `figure` (any code that calls [`compute`] or [`compute_json`]) on `accelerator`, or on the CPU
 /// when there is none (`cpu_reason` says why). `answers` carries answers between
 /// evaluations; it is replaced by the ones this evaluation used.
 ///
@@ -433,47 +449,6 @@ pub fn evaluate_on_cpu<T>(
 /// Whether `error` is the internal "pending" stop rather than a real error.
 pub fn is_pending(error: &FieldError) -> bool {
     error.field == PENDING_FIELD
-}
-
-/// The number at `key` of a response.
-pub fn number(response: &Value, key: &str) -> Result<f64, FieldError> {
-    response
-        .get(key)
-        .and_then(Value::as_f64)
-        .ok_or_else(|| missing(key))
-}
-
-/// The list of numbers at `key` of a response.
-pub fn numbers(response: &Value, key: &str) -> Result<Vec<f64>, FieldError> {
-    numbers_of(response.get(key).ok_or_else(|| missing(key))?, key)
-}
-
-/// A JSON list of numbers.
-pub fn numbers_of(value: &Value, key: &str) -> Result<Vec<f64>, FieldError> {
-    value
-        .as_array()
-        .ok_or_else(|| missing(key))?
-        .iter()
-        .map(|v| v.as_f64().ok_or_else(|| missing(key)))
-        .collect()
-}
-
-/// The list of lists of numbers at `key` of a response (a ragged array).
-pub fn ragged(response: &Value, key: &str) -> Result<Vec<Vec<f64>>, FieldError> {
-    response
-        .get(key)
-        .and_then(Value::as_array)
-        .ok_or_else(|| missing(key))?
-        .iter()
-        .map(|row| numbers_of(row, key))
-        .collect()
-}
-
-fn missing(key: &str) -> FieldError {
-    FieldError::new(
-        format!("(response).{key}"),
-        "the response lacks this number",
-    )
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@
 use arlbook_core::error::FieldError;
 use plotters::coord::Shift;
 use plotters::prelude::*;
+use serde::de::DeserializeOwned;
 
 use crate::plot::Style;
 
@@ -233,6 +234,13 @@ impl State {
     /// Control `key` as a checkbox.
     pub fn flag(&self, key: &str) -> bool {
         matches!(self.get(key), "1" | "true" | "on")
+    }
+
+    /// Control `key` (a choice whose options are an API's names: `group`,
+    /// `leave-one-out`) as the value of the API's type that its text names.
+    pub fn choice<T: DeserializeOwned>(&self, key: &str) -> Result<T, FieldError> {
+        serde_json::from_value(serde_json::Value::String(self.get(key).to_owned()))
+            .map_err(|e| FieldError::new(key, e.to_string()))
     }
 
     /// Control `key` as a comma-separated list of numbers; the error names the element

@@ -1,25 +1,79 @@
 use std::cell::Cell;
 
+use arlbook_core::api::OneOrMany;
+use arlbook_core::api::bandit_gradient::{self, BanditGradient};
+use arlbook_core::api::binomial_se::{self, BinomialSe};
+use arlbook_core::api::mixed_group::{self, MixedGroup};
 use serde_json::json;
 
 use super::*;
 
-#[test]
-fn compute_reaches_the_core() {
-    let response = compute(
-        "bandit-gradient",
-        json!({"p": 0.5, "q": [0.75, 0.35], "estimates": 0}),
-    )
-    .unwrap();
-    assert!((number(&response, "exact").unwrap() - 0.1).abs() < 1e-12);
+fn bandit(p: f64) -> bandit_gradient::Request {
+    bandit_gradient::Request {
+        p: Some(p),
+        q: vec![0.75, 0.35],
+        estimates: 0,
+        ..bandit_gradient::Request::default()
+    }
+}
+
+fn mixed(p: f64, group_size: u64) -> mixed_group::Request {
+    mixed_group::Request {
+        p: OneOrMany::One(p),
+        group_size: OneOrMany::One(group_size),
+        ..mixed_group::Request::default()
+    }
+}
+
+/// The probability of a mixed group, from a response to scalar inputs.
+fn probability(response: mixed_group::Response) -> Result<f64, FieldError> {
+    response
+        .probability
+        .into_scalar()
+        .ok_or_else(|| FieldError::new("(response).probability", "a table"))
 }
 
 #[test]
-fn missing_numbers_are_errors() {
-    let value = json!({"a": [1.0, "x"]});
-    assert!(number(&value, "b").is_err());
-    assert!(numbers(&value, "a").is_err());
-    assert!(ragged(&value, "a").is_err());
+fn compute_reaches_the_core() {
+    let response = compute::<BanditGradient>(&bandit(0.5)).unwrap();
+    assert!((response.exact - 0.1).abs() < 1e-12);
+}
+
+#[test]
+fn the_typed_call_sends_the_same_json_as_the_untyped_one() {
+    let typed = compute::<BanditGradient>(&bandit(0.3)).unwrap();
+    let untyped = compute_json(
+        "bandit-gradient",
+        json!({"p": 0.3, "q": [0.75, 0.35], "estimates": 0}),
+    )
+    .unwrap();
+    assert_eq!(serde_json::to_value(typed).unwrap(), untyped);
+}
+
+#[test]
+fn an_answer_that_does_not_fit_the_response_type_is_an_error_naming_the_field() {
+    // An accelerator whose answer lacks a field: the figure gets an error, no default.
+    struct Broken;
+    impl Accelerator for Broken {
+        fn start(&self, _: &str, _: Value) -> Pending {
+            Box::pin(std::future::ready(Ok(Answer {
+                response: json!({"exact": 0.1}),
+                path: Path::Gpu,
+            })))
+        }
+    }
+    let answers = RefCell::new(Answers::default());
+    let accelerator: Rc<dyn Accelerator> = Rc::new(Broken);
+    let evaluation = block_on(evaluate(
+        Some(accelerator),
+        "",
+        &answers,
+        || compute::<BanditGradient>(&bandit(0.5)),
+        || true,
+    ))
+    .unwrap();
+    let err = evaluation.result.unwrap_err();
+    assert_eq!(err.field, "(response).exact_per_action");
 }
 
 #[test]
@@ -91,17 +145,10 @@ fn block_on<F: Future>(future: F) -> F::Output {
 /// A figure asking two kernel entries and one without a kernel; counts its runs.
 fn figure(runs: &Cell<usize>, p: f64) -> Result<(f64, f64, f64), FieldError> {
     runs.set(runs.get() + 1);
-    let exact = compute(
-        "bandit-gradient",
-        json!({"p": p, "q": [0.75, 0.35], "estimates": 0}),
-    )?;
-    let mixed = compute("mixed-group", json!({"p": p, "group_size": 4}))?;
-    let se = compute("binomial-se", json!({"p": p, "n": 100}))?;
-    Ok((
-        number(&exact, "exact")?,
-        number(&mixed, "probability")?,
-        number(&se, "se")?,
-    ))
+    let exact = compute::<BanditGradient>(&bandit(p))?;
+    let mixed = compute::<MixedGroup>(&mixed(p, 4))?;
+    let se = compute::<BinomialSe>(&binomial_se::Request { p, n: 100 })?;
+    Ok((exact.exact, probability(mixed)?, se.se))
 }
 
 fn fake(delay: usize) -> Rc<FakeGpu> {
@@ -258,7 +305,7 @@ fn a_change_of_path_discards_kept_answers() {
 
 #[test]
 fn a_rejected_request_is_the_figures_error_on_both_paths() {
-    let bad = || compute("mixed-group", json!({"p": 1.5, "group_size": 4}));
+    let bad = || compute::<MixedGroup>(&mixed(1.5, 4));
     let answers = RefCell::new(Answers::default());
     let on_cpu = evaluate_on_cpu("", &answers, bad).result.unwrap_err();
     let accelerator: Rc<dyn Accelerator> = fake(1);
@@ -280,9 +327,9 @@ fn a_figure_that_ignores_the_pending_stop_still_gets_every_answer() {
         "",
         &answers,
         || {
-            let a = compute("mixed-group", json!({"p": 0.5, "group_size": 4}));
-            let b = compute("mixed-group", json!({"p": 0.5, "group_size": 8}));
-            Ok((number(&a?, "probability")?, number(&b?, "probability")?))
+            let a = compute::<MixedGroup>(&mixed(0.5, 4));
+            let b = compute::<MixedGroup>(&mixed(0.5, 8));
+            Ok((probability(a?)?, probability(b?)?))
         },
         || true,
     ))

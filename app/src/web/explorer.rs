@@ -21,7 +21,8 @@ fn evaluate(name: &str, request_text: &str) -> (bool, String) {
         Ok(v) => v,
         Err(e) => return (false, format!("request is not valid JSON: {e}")),
     };
-    match crate::compute::compute(name, request) {
+    // The untyped call: the request is whatever JSON the reader typed.
+    match crate::compute::compute_json(name, request) {
         Ok(response) => (
             true,
             serde_json::to_string_pretty(&response).unwrap_or_else(|_| response.to_string()),

@@ -7,12 +7,12 @@
 //! fit is moment matching, so its mean is the teacher's; the readouts are the fitted
 //! distributions' means. Entry `distill` with `fit`.
 
+use arlbook_core::api::distill::{Distill, Request};
 use arlbook_core::error::FieldError;
 use plotters::coord::Shift;
 use plotters::prelude::*;
-use serde_json::{Value, json};
 
-use crate::compute::{compute, number, numbers};
+use crate::compute::compute;
 use crate::figure::{DrawResult, Figure, Meta, Readout, State, slider};
 use crate::plot::{self, BLUE, MUTED, ORANGE, Style};
 
@@ -77,23 +77,24 @@ impl Figure for KlFit {
         for p in &mut teacher {
             *p /= total;
         }
-        let response = compute("distill", json!({"teacher_probs": teacher, "fit": true}))?;
-        let fitted = response
-            .get("fitted")
-            .ok_or_else(|| FieldError::new("(response).fitted", "missing"))?;
-        let side = |key: &str| -> Result<&Value, FieldError> {
-            fitted
-                .get(key)
-                .ok_or_else(|| FieldError::new(format!("(response).fitted.{key}"), "missing"))
-        };
-        let (forward, reverse) = (side("forward")?, side("reverse")?);
+        let response = compute::<Distill>(&Request {
+            teacher_probs: Some(teacher),
+            teacher_logits: None,
+            student_probs: None,
+            student_logits: None,
+            fit: true,
+        })?;
+        let fitted = response.fitted.ok_or_else(|| {
+            FieldError::new("(response).fitted", "missing, though a fit was asked for")
+        })?;
+        let (forward, reverse) = (fitted.forward, fitted.reverse);
         Ok(Output {
-            teacher: numbers(&response, "teacher")?,
-            forward: numbers(forward, "probs")?,
-            reverse: numbers(reverse, "probs")?,
-            forward_kl: number(forward, "kl")?,
-            reverse_kl: number(reverse, "kl")?,
-            means: [number(forward, "mean")?, number(reverse, "mean")?],
+            teacher: response.teacher,
+            means: [forward.mean, reverse.mean],
+            forward_kl: forward.kl,
+            reverse_kl: reverse.kl,
+            forward: forward.probs,
+            reverse: reverse.probs,
         })
     }
 

@@ -6,12 +6,12 @@
 //! `ceil(N / alpha)` attempts are needed for `N` accepted ones. Entry `rollout-budget`
 //! (`arlbook_core::math::budget`).
 
+use arlbook_core::api::rollout_budget::{self, Request, Response};
 use arlbook_core::error::FieldError;
 use plotters::coord::Shift;
 use plotters::prelude::*;
-use serde_json::json;
 
-use crate::compute::{compute, number};
+use crate::compute::compute;
 use crate::figure::{DrawResult, Figure, Meta, Readout, State, slider};
 use crate::plot::{self, BLUE, INK, ORANGE, Style};
 
@@ -46,18 +46,15 @@ fn budget(
     (tasks, group, rounds, length): (usize, usize, usize, f64),
     acceptance: f64,
     demos: Option<usize>,
-) -> Result<serde_json::Value, FieldError> {
-    let mut request = json!({
-        "tasks_per_batch": tasks,
-        "group_size": group,
-        "iterations": rounds,
-        "mean_tokens": length,
-        "acceptance": acceptance,
-    });
-    if let Some(demos) = demos {
-        request["demos"] = json!(demos);
-    }
-    compute("rollout-budget", request)
+) -> Result<Response, FieldError> {
+    compute::<rollout_budget::RolloutBudget>(&Request {
+        tasks_per_batch: tasks as u64,
+        group_size: group as u64,
+        iterations: rounds as u64,
+        mean_tokens: length,
+        acceptance,
+        demos: demos.map(|d| d as u64),
+    })
 }
 
 impl Figure for RolloutBudget {
@@ -123,22 +120,22 @@ impl Figure for RolloutBudget {
             )?;
             tokens_by_round.push((
                 round as f64,
-                number(&point, "generated_tokens")?,
-                number(&point, "generated_tokens_with_rejections")?,
+                point.generated_tokens,
+                point.generated_tokens_with_rejections,
             ));
         }
         let mut attempts_by_acceptance = Vec::new();
         for step in 1..=20 {
             let alpha = f64::from(step) * 0.05;
             let point = budget(schedule, alpha, Some(demos))?;
-            attempts_by_acceptance.push((alpha, number(&point, "attempts_needed")?));
+            attempts_by_acceptance.push((alpha, point.attempts_needed as f64));
         }
         Ok(Output {
-            trajectories: number(&run, "trajectories")?,
-            tokens: number(&run, "generated_tokens")?,
-            attempts: number(&run, "attempts_needed")?,
-            tokens_with_rejections: number(&run, "generated_tokens_with_rejections")?,
-            demo_attempts: number(&for_demos, "attempts_needed")?,
+            trajectories: run.trajectories as f64,
+            tokens: run.generated_tokens,
+            attempts: run.attempts_needed as f64,
+            tokens_with_rejections: run.generated_tokens_with_rejections,
+            demo_attempts: for_demos.attempts_needed as f64,
             demos: demos as f64,
             acceptance: demo_acceptance,
             tokens_by_round,

@@ -5,12 +5,12 @@
 //! plug-in `1 - (1 - c/n)^k`; the binomial standard error `sqrt(p (1 - p) / n)` with the
 //! normal 95% half-width `1.96 se`. Entries `pass-at-k` and `binomial-se`.
 
+use arlbook_core::api::{OneOrMany, binomial_se, pass_at_k};
 use arlbook_core::error::FieldError;
 use plotters::coord::Shift;
 use plotters::prelude::*;
-use serde_json::json;
 
-use crate::compute::{compute, number};
+use crate::compute::compute;
 use crate::figure::{DrawResult, Figure, Meta, Readout, State, slider};
 use crate::plot::{self, BLUE, INK, ORANGE, Style};
 
@@ -74,12 +74,14 @@ impl Figure for PassAtK {
         let mut curve = Vec::with_capacity(n as usize);
         let (mut estimate, mut plug_in) = (0.0, 0.0);
         for kk in 1..=n {
-            let response = compute(
-                "pass-at-k",
-                json!({"n": n, "c": c, "k": kk, "resamples": 0}),
-            )?;
-            let e = number(&response, "estimate")?;
-            let p = number(&response, "plug_in")?;
+            let response = compute::<pass_at_k::PassAtK>(&pass_at_k::Request {
+                n: OneOrMany::One(n),
+                c: OneOrMany::One(c),
+                k: kk,
+                resamples: 0,
+                ..pass_at_k::Request::default()
+            })?;
+            let (e, p) = (response.estimate, response.plug_in);
             if kk == k {
                 (estimate, plug_in) = (e, p);
             }
@@ -87,11 +89,11 @@ impl Figure for PassAtK {
         }
         let rate = state.number("rate")?;
         let tasks = state.count("tasks")? as u64;
-        let point = compute("binomial-se", json!({"p": rate, "n": tasks}))?;
+        let se = |n: u64| compute::<binomial_se::BinomialSe>(&binomial_se::Request { p: rate, n });
+        let point = se(tasks)?;
         let mut half_widths = Vec::new();
-        for t in (10..=2000).step_by(10) {
-            let response = compute("binomial-se", json!({"p": rate, "n": t}))?;
-            half_widths.push((f64::from(t), number(&response, "half_width_95")?));
+        for t in (10..=2000u64).step_by(10) {
+            half_widths.push((t as f64, se(t)?.half_width_95));
         }
         Ok(Output {
             k,
@@ -100,8 +102,8 @@ impl Figure for PassAtK {
             plug_in,
             rate,
             tasks,
-            se: number(&point, "se")?,
-            half_width: number(&point, "half_width_95")?,
+            se: point.se,
+            half_width: point.half_width_95,
             half_widths,
         })
     }

@@ -6,12 +6,12 @@
 //! self-inclusive mean or the leave-one-out mean (RLOO, Ahmadian et al. 2024). Entry
 //! `group-advantages`.
 
+use arlbook_core::api::group_advantages::{GroupAdvantagesEntry, Request};
 use arlbook_core::error::FieldError;
 use plotters::coord::Shift;
 use plotters::prelude::*;
-use serde_json::json;
 
-use crate::compute::{compute, numbers, ragged};
+use crate::compute::compute;
 use crate::figure::{DrawResult, Figure, Meta, Readout, State, choice, rewards};
 use crate::plot::{self, INK, LIGHT, MUTED, SERIES, SHADE, Style};
 
@@ -53,20 +53,17 @@ impl Figure for GroupAdvantages {
 
     fn compute(state: &State) -> Result<Output, FieldError> {
         let rewards = state.groups("rewards")?;
-        let response = compute(
-            "group-advantages",
-            json!({
-                "rewards": rewards,
-                "scale": state.get("scale"),
-                "std": state.get("std"),
-                "baseline": state.get("baseline"),
-                "eps": 0.0,
-            }),
-        )?;
+        let response = compute::<GroupAdvantagesEntry>(&Request {
+            rewards: rewards.clone().into(),
+            scale: state.choice("scale")?,
+            std: state.choice("std")?,
+            baseline: state.choice("baseline")?,
+            eps: 0.0,
+        })?;
         Ok(Output {
-            advantages: ragged(&response, "advantages")?,
-            group_mean: numbers(&response, "group_mean")?,
-            group_std: numbers(&response, "group_std")?,
+            advantages: response.advantages.into(),
+            group_mean: response.group_mean,
+            group_std: response.group_std,
             rewards,
         })
     }

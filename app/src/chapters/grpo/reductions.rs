@@ -8,12 +8,14 @@
 //! 2025; the names follow verl `core_algos.agg_loss` and TRL `GRPOTrainer`). The
 //! advantages come from `group-advantages`, the losses from `policy-loss`.
 
+use arlbook_core::api::{group_advantages, policy_loss};
 use arlbook_core::error::FieldError;
+use arlbook_core::math::advantage::{Baseline, Scale, StdKind};
+use arlbook_core::math::reduction::Reduction;
 use plotters::coord::Shift;
 use plotters::prelude::*;
-use serde_json::json;
 
-use crate::compute::{compute, number, ragged};
+use crate::compute::compute;
 use crate::figure::{DrawResult, Figure, Meta, Readout, State, list, rewards, slider};
 use crate::plot::{self, INK, MUTED, Style};
 
@@ -21,11 +23,11 @@ use crate::plot::{self, INK, MUTED, Style};
 pub struct Reductions;
 
 /// The reductions drawn, with their API names.
-pub const REDUCTIONS: [&str; 4] = [
-    "seq-mean-token-mean",
-    "token-mean",
-    "seq-mean-token-sum",
-    "dr_grpo",
+pub const REDUCTIONS: [(Reduction, &str); 4] = [
+    (Reduction::SeqMeanTokenMean, "seq-mean-token-mean"),
+    (Reduction::TokenMean, "token-mean"),
+    (Reduction::SeqMeanTokenSum, "seq-mean-token-sum"),
+    (Reduction::DrGrpo, "dr_grpo"),
 ];
 
 /// Longest sequence the figure accepts (tokens).
@@ -94,34 +96,40 @@ impl Figure for Reductions {
                 ));
             }
         }
-        let response = compute(
-            "group-advantages",
-            json!({"rewards": [rewards], "scale": "group", "std": "population", "eps": 0.0}),
-        )?;
-        let advantages = ragged(&response, "advantages")?
+        let response =
+            compute::<group_advantages::GroupAdvantagesEntry>(&group_advantages::Request {
+                rewards: vec![rewards].into(),
+                scale: Scale::Group,
+                std: StdKind::Population,
+                baseline: Baseline::Mean,
+                eps: 0.0,
+            })?;
+        let advantages = Vec::<Vec<f64>>::from(response.advantages)
             .into_iter()
             .next()
-            .unwrap_or_default();
+            .ok_or_else(|| FieldError::new("(response).advantages", "no group, for one asked"))?;
         let old_logp: Vec<Vec<f64>> = lengths.iter().map(|l| vec![-1.0; *l as usize]).collect();
         let logp: Vec<Vec<f64>> = old_logp
             .iter()
             .map(|row| row.iter().map(|lp| lp + rho.ln()).collect())
             .collect();
         let mut maps = Vec::with_capacity(REDUCTIONS.len());
-        for reduction in REDUCTIONS {
+        for (reduction, name) in REDUCTIONS {
             // Wide clip widths: this figure isolates the reduction, not the clipping.
-            let response = compute(
-                "policy-loss",
-                json!({
-                    "logp": logp, "old_logp": old_logp, "advantages": advantages,
-                    "eps_low": 1.0, "eps_high": 10.0, "reduction": reduction
-                }),
-            )?;
-            maps.push(Map {
+            let response = compute::<policy_loss::PolicyLossEntry>(&policy_loss::Request {
+                logp: logp.clone().into(),
+                old_logp: old_logp.clone().into(),
+                advantages: policy_loss::Advantages::PerSequence(advantages.clone()),
+                eps_low: 1.0,
+                eps_high: Some(10.0),
                 reduction,
-                loss: number(&response, "loss")?,
-                weights: ragged(&response, "token_weights")?,
-                gradient: ragged(&response, "gradient")?,
+                ..policy_loss::Request::default()
+            })?;
+            maps.push(Map {
+                reduction: name,
+                loss: response.loss,
+                weights: response.token_weights.into(),
+                gradient: response.gradient.into(),
             });
         }
         Ok(Output { advantages, maps })

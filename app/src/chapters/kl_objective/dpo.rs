@@ -6,14 +6,14 @@
 //! infinitely many pairs the minimiser is `pi* ∝ pi_ref exp(r / beta)` (Rafailov et al.
 //! 2023, section 4). Entry `dpo` with `fit`.
 
+use arlbook_core::api::dpo::{self as entry, FitRequest, FitResponse, Request};
 use arlbook_core::error::FieldError;
 use plotters::coord::Shift;
 use plotters::prelude::*;
-use serde_json::{Value, json};
 
 use super::optimum::rewards;
 use super::{REFERENCE, response_bars};
-use crate::compute::{compute, number, numbers};
+use crate::compute::compute;
 use crate::figure::{DrawResult, Figure, Meta, Readout, State, format_number, slider};
 use crate::plot::{self, BLUE, INK, LIGHT, ORANGE, Style};
 
@@ -49,22 +49,25 @@ pub struct Output {
     pub curve: Vec<(f64, f64)>,
 }
 
-fn fit(state: &State, pairs: Option<u64>) -> Result<Value, FieldError> {
+fn fit(state: &State, pairs: Option<u64>) -> Result<FitResponse, FieldError> {
     let fit = match pairs {
-        Some(n) => json!({"pairs": n, "seed": state.count("seed")?}),
-        None => json!({}),
+        Some(n) => FitRequest {
+            pairs: Some(n as usize),
+            seed: state.count("seed")? as u64,
+            ..FitRequest::default()
+        },
+        None => FitRequest::default(),
     };
-    let response = compute(
-        "dpo",
-        json!({
-            "reference": REFERENCE, "beta": state.number("beta")?, "rewards": rewards(1.0),
-            "fit": fit
-        }),
-    )?;
+    let response = compute::<entry::Dpo>(&Request {
+        reference: REFERENCE.to_vec(),
+        beta: state.number("beta")?,
+        rewards: Some(rewards(1.0)),
+        fit: Some(fit),
+        ..Request::default()
+    })?;
     response
-        .get("fit")
-        .cloned()
-        .ok_or_else(|| FieldError::new("(response).fit", "missing"))
+        .fit
+        .ok_or_else(|| FieldError::new("(response).fit", "missing, though a fit was asked for"))
 }
 
 impl Figure for Dpo {
@@ -94,16 +97,22 @@ impl Figure for Dpo {
         let expected = fit(state, None)?;
         let mut curve = Vec::with_capacity(SWEEP.len());
         for n in SWEEP {
-            curve.push((n as f64, number(&fit(state, Some(n))?, "kl_to_optimum")?));
+            curve.push((n as f64, fit(state, Some(n))?.kl_to_optimum));
         }
+        let pairs_used = sampled.fit.pairs_used.ok_or_else(|| {
+            FieldError::new(
+                "(response).fit.pairs_used",
+                "missing, though pairs were sampled",
+            )
+        })?;
         Ok(Output {
             pairs,
-            pairs_used: number(&sampled, "pairs_used")?,
-            fitted: numbers(&sampled, "policy")?,
-            optimum: numbers(&sampled, "optimum")?,
-            kl: number(&sampled, "kl_to_optimum")?,
-            kl_expected: number(&expected, "kl_to_optimum")?,
-            converged: sampled.get("converged").and_then(Value::as_bool) == Some(true),
+            pairs_used: pairs_used as f64,
+            fitted: sampled.fit.policy,
+            optimum: sampled.optimum,
+            kl: sampled.kl_to_optimum,
+            kl_expected: expected.kl_to_optimum,
+            converged: sampled.fit.converged,
             curve,
         })
     }

@@ -6,13 +6,13 @@
 //! over `N` samples, over 1000 seeded replicates. The policy is the reference's logits
 //! plus `shift` times a fixed direction. Entry `kl-estimators`.
 
+use arlbook_core::api::kl_estimators::{Estimator, KlEstimators, Request};
 use arlbook_core::error::FieldError;
 use arlbook_core::math::distill::log_softmax;
 use plotters::coord::Shift;
 use plotters::prelude::*;
-use serde_json::{Value, json};
 
-use crate::compute::{compute, number, numbers};
+use crate::compute::compute;
 use crate::figure::{DrawResult, Figure, Meta, Readout, State, slider};
 use crate::plot::{self, BLUE, GREEN, INK, ORANGE, Style};
 
@@ -24,7 +24,7 @@ const REFERENCE_LOGITS: [f64; 8] = [0.0, 0.4, -0.3, 0.8, -0.6, 0.2, -1.0, 0.5];
 /// The direction the policy's logits move in.
 const DIRECTION: [f64; 8] = [1.2, -0.8, 0.5, -1.0, 0.9, -0.4, 1.5, -0.6];
 /// Replicates per point.
-const REPLICATES: u64 = 1000;
+const REPLICATES: usize = 1000;
 /// Shifts of the left panel's sweep.
 const SWEEP_POINTS: usize = 13;
 /// Largest shift on the slider and in the sweep.
@@ -77,31 +77,28 @@ fn point(shift: f64, samples: usize, seed: usize) -> Result<Point, FieldError> {
         .zip(DIRECTION)
         .map(|(z, d)| z + shift * d)
         .collect();
-    let response = compute(
-        "kl-estimators",
-        json!({
-            "policy": softmax(&moved), "reference": softmax(&REFERENCE_LOGITS),
-            "samples": samples, "replicates": REPLICATES, "seed": seed
-        }),
-    )?;
-    let spreads = NAMES
-        .iter()
-        .map(|(name, _)| {
-            let estimator: &Value = response
-                .get(*name)
-                .ok_or_else(|| FieldError::new(format!("(response).{name}"), "missing"))?;
-            Ok(Spread {
-                mean: number(estimator, "mean")?,
-                sd: number(estimator, "variance")?.max(0.0).sqrt(),
-                quantiles: numbers(estimator, "quantiles")?,
-            })
-        })
-        .collect::<Result<Vec<_>, FieldError>>()?;
+    let response = compute::<KlEstimators>(&Request {
+        policy: softmax(&moved),
+        reference: softmax(&REFERENCE_LOGITS),
+        samples,
+        replicates: REPLICATES,
+        seed: seed as u64,
+    })?;
+    // In the order of `NAMES`.
+    let spread = |estimator: &Estimator| Spread {
+        mean: estimator.mean,
+        sd: estimator.variance.max(0.0).sqrt(),
+        quantiles: estimator.quantiles.to_vec(),
+    };
     Ok(Point {
         shift,
-        true_kl: number(&response, "true_kl")?,
-        spreads,
-        k1_negative: number(&response, "k1_negative_share")?,
+        true_kl: response.true_kl,
+        spreads: vec![
+            spread(&response.k1),
+            spread(&response.k2),
+            spread(&response.k3),
+        ],
+        k1_negative: response.k1_negative_share,
     })
 }
 

@@ -4,13 +4,13 @@
 //! `E_pi[r] - beta KL(pi || pi_ref)`, reaching `beta log Z` (Rafailov et al. 2023,
 //! eq. 4). Entry `kl-regularized-optimum`.
 
+use arlbook_core::api::kl_regularized_optimum::{Frontier, KlRegularizedOptimum, Request};
 use arlbook_core::error::FieldError;
 use plotters::coord::Shift;
 use plotters::prelude::*;
-use serde_json::{Value, json};
 
 use super::{LABELS, REFERENCE, REWARDS, response_bars};
-use crate::compute::{compute, number, numbers};
+use crate::compute::compute;
 use crate::figure::{DrawResult, Figure, Meta, Readout, State, slider};
 use crate::plot::{self, BLUE, INK, LIGHT, MUTED, ORANGE, Style};
 
@@ -64,21 +64,22 @@ impl Figure for Optimum {
 
     fn compute(state: &State) -> Result<Output, FieldError> {
         let beta = state.number("beta")?;
-        let response = compute(
-            "kl-regularized-optimum",
-            json!({
-                "reference": REFERENCE, "rewards": rewards(state.number("best")?), "beta": beta,
-                "frontier": {"beta_min": 0.01, "beta_max": 100.0, "points": 61}
-            }),
-        )?;
+        let response = compute::<KlRegularizedOptimum>(&Request {
+            reference: REFERENCE.to_vec(),
+            rewards: rewards(state.number("best")?),
+            beta,
+            frontier: Frontier {
+                beta_min: 0.01,
+                beta_max: 100.0,
+                points: 61,
+            },
+        })?;
         let frontier = response
-            .get("frontier")
-            .and_then(Value::as_array)
-            .ok_or_else(|| FieldError::new("(response).frontier", "missing"))?
+            .frontier
             .iter()
-            .map(|point| Ok((number(point, "kl")?, number(point, "expected_reward")?)))
-            .collect::<Result<Vec<_>, FieldError>>()?;
-        let policy = numbers(&response, "policy")?;
+            .map(|point| (point.kl, point.expected_reward))
+            .collect();
+        let policy = response.policy;
         if policy.len() != LABELS.len() {
             return Err(FieldError::new(
                 "(response).policy",
@@ -88,11 +89,11 @@ impl Figure for Optimum {
         Ok(Output {
             beta,
             policy,
-            expected_reward: number(&response, "expected_reward")?,
-            kl: number(&response, "kl")?,
-            objective: number(&response, "objective")?,
-            reference_reward: number(&response, "reference_reward")?,
-            best_reward: number(&response, "best_reachable_reward")?,
+            expected_reward: response.expected_reward,
+            kl: response.kl,
+            objective: response.objective,
+            reference_reward: response.reference_reward,
+            best_reward: response.best_reachable_reward,
             frontier,
         })
     }

@@ -7,12 +7,13 @@
 //! `max_lag` (the bounded-staleness rule of asynchronous RL systems such as `AReaL`, Fu et
 //! al. 2025). Entry `lag-filter`, one call per bound for the right panel.
 
+use arlbook_core::api::lag_filter;
 use arlbook_core::error::FieldError;
+use arlbook_core::math::lag::DurationDistribution;
 use plotters::coord::Shift;
 use plotters::prelude::*;
-use serde_json::{Value, json};
 
-use crate::compute::{compute, number};
+use crate::compute::compute;
 use crate::figure::{DrawResult, Figure, Meta, Readout, State, slider};
 use crate::plot::{self, BLUE, GREEN, RED, Style};
 
@@ -64,33 +65,31 @@ impl Figure for LagFilter {
 
     fn compute(state: &State) -> Result<Output, FieldError> {
         let max_lag = state.count("max_lag")? as u64;
-        let request = |bound: u64| -> Result<Value, FieldError> {
-            Ok(json!({
-                "workers": state.count("workers")?,
-                "duration": {"kind": "exponential", "mean": state.number("mean")?},
-                "batch_size": state.count("batch")?,
-                "max_lag": bound, "updates": 200, "replicates": 2,
-                "seed": state.count("seed")?
-            }))
+        let run = |bound: u64| -> Result<lag_filter::Response, FieldError> {
+            compute::<lag_filter::LagFilter>(&lag_filter::Request {
+                workers: state.count("workers")?,
+                duration: DurationDistribution::Exponential {
+                    mean: state.number("mean")?,
+                },
+                batch_size: state.count("batch")?,
+                max_lag: bound,
+                updates: 200,
+                replicates: 2,
+                seed: state.count("seed")? as u64,
+            })
         };
-        let response = compute("lag-filter", request(max_lag)?)?;
-        let histogram = response
-            .get("lag_histogram")
-            .and_then(Value::as_array)
-            .map(|counts| counts.iter().filter_map(Value::as_u64).collect())
-            .unwrap_or_default();
+        let response = run(max_lag)?;
         let mut by_bound = Vec::new();
         for bound in 0..=BOUNDS {
-            let point = compute("lag-filter", request(bound)?)?;
-            by_bound.push((bound as f64, number(&point, "kept_fraction")?));
+            by_bound.push((bound as f64, run(bound)?.kept_fraction));
         }
         Ok(Output {
             max_lag,
-            histogram,
-            kept_fraction: number(&response, "kept_fraction")?,
-            throughput: number(&response, "throughput")?,
-            discarded: number(&response, "discarded")? as u64,
-            mean_lag: number(&response, "mean_lag")?,
+            histogram: response.lag_histogram,
+            kept_fraction: response.kept_fraction,
+            throughput: response.throughput,
+            discarded: response.discarded,
+            mean_lag: response.mean_lag,
             by_bound,
         })
     }

@@ -5,12 +5,12 @@
 //! `sum_i w_i f_i / sum_i w_i`. Effective sample size `(sum w)^2 / sum w^2` (Kong 1992;
 //! Owen, "Monte Carlo theory, methods and examples", ch. 9). Entry `importance-sampling`.
 
+use arlbook_core::api::importance_sampling::{ImportanceSampling, Request, Response};
 use arlbook_core::error::FieldError;
 use plotters::coord::Shift;
 use plotters::prelude::*;
-use serde_json::json;
 
-use crate::compute::{compute, number, numbers};
+use crate::compute::compute;
 use crate::figure::{DrawResult, Figure, Meta, Readout, State, slider};
 use crate::plot::{self, BLUE, INK, ORANGE, Style};
 
@@ -73,31 +73,34 @@ impl Figure for Importance {
         let pi = state.number("pi")?;
         let values = [state.number("qa")?, state.number("qb")?];
         let samples = state.count("n")?;
-        let request = |self_normalized: bool| {
-            json!({
-                "mu": [mu, 1.0 - mu], "pi": [pi, 1.0 - pi], "values": values,
-                "samples": samples, "estimates": state.count("m").unwrap_or(0),
-                "self_normalized": self_normalized, "seed": state.count("seed").unwrap_or(0)
+        let (estimates, seed) = (state.count("m")?, state.count("seed")? as u64);
+        let run = |self_normalized: bool| {
+            compute::<ImportanceSampling>(&Request {
+                mu: vec![mu, 1.0 - mu],
+                pi: vec![pi, 1.0 - pi],
+                values: values.to_vec(),
+                samples,
+                estimates,
+                self_normalized,
+                seed,
             })
         };
-        let ordinary = compute("importance-sampling", request(false))?;
-        let normalised = compute("importance-sampling", request(true))?;
-        let estimator = |name, response: &serde_json::Value| -> Result<Estimator, FieldError> {
-            Ok(Estimator {
-                name,
-                estimates: numbers(response, "estimates")?,
-                mean: number(response, "mean")?,
-                variance: number(response, "variance")?,
-            })
+        let ordinary = run(false)?;
+        let normalised = run(true)?;
+        let estimator = |name, response: &Response| Estimator {
+            name,
+            estimates: response.estimates.clone(),
+            mean: response.mean,
+            variance: response.variance,
         };
         Ok(Output {
-            exact: number(&ordinary, "exact")?,
-            weights: numbers(&ordinary, "weights")?,
-            ess: number(&ordinary, "ess")?,
+            exact: ordinary.exact,
+            weights: ordinary.weights.clone(),
+            ess: ordinary.ess,
             samples,
             estimators: vec![
-                estimator("ordinary", &ordinary)?,
-                estimator("self-normalised", &normalised)?,
+                estimator("ordinary", &ordinary),
+                estimator("self-normalised", &normalised),
             ],
         })
     }

@@ -6,23 +6,28 @@
 //! in groups of `G`, repeated `M` times; the three panels use no baseline, the
 //! self-inclusive group mean, and the leave-one-out mean (entry `bandit-gradient`).
 
+use arlbook_core::api::bandit_gradient::{BanditGradient, Request};
 use arlbook_core::error::FieldError;
+use arlbook_core::math::bandit::Baseline;
 use plotters::coord::Shift;
 use plotters::prelude::*;
-use serde_json::json;
 
-use crate::compute::{compute, number, numbers};
+use crate::compute::compute;
 use crate::figure::{DrawResult, Figure, Meta, Readout, State, slider};
 use crate::plot::{self, INK, MUTED, SERIES, Style};
 
 /// The figure.
 pub struct Bandit;
 
-/// The three baselines: API name and panel title.
-const BASELINES: [(&str, &str); 3] = [
-    ("none", "no baseline"),
-    ("group-mean", "group mean (self-inclusive)"),
-    ("leave-one-out", "leave-one-out mean"),
+/// The three baselines: the request's value, its API name and the panel title.
+const BASELINES: [(Baseline, &str, &str); 3] = [
+    (Baseline::None, "none", "no baseline"),
+    (
+        Baseline::GroupMean,
+        "group-mean",
+        "group mean (self-inclusive)",
+    ),
+    (Baseline::LeaveOneOut, "leave-one-out", "leave-one-out mean"),
 ];
 
 /// Points of the exact curve over `p`.
@@ -95,27 +100,35 @@ impl Figure for Bandit {
         let mut curve = Vec::with_capacity(CURVE_POINTS);
         for i in 1..=CURVE_POINTS {
             let p_i = i as f64 / (CURVE_POINTS + 1) as f64;
-            let response = compute("bandit-gradient", json!({"p": p_i, "q": q, "estimates": 0}))?;
-            curve.push((p_i, number(&response, "exact")?));
+            let response = compute::<BanditGradient>(&Request {
+                p: Some(p_i),
+                q: q.to_vec(),
+                estimates: 0,
+                ..Request::default()
+            })?;
+            curve.push((p_i, response.exact));
         }
         let mut panels = Vec::with_capacity(BASELINES.len());
         let mut exact = 0.0;
-        for (baseline, title) in BASELINES {
-            let response = compute(
-                "bandit-gradient",
-                json!({
-                    "p": p, "q": q, "baseline": baseline, "group_size": group_size,
-                    "samples": samples, "estimates": estimates, "seed": seed
-                }),
-            )?;
-            exact = number(&response, "exact")?;
-            panels.push(Panel {
+        for (baseline, name, title) in BASELINES {
+            let response = compute::<BanditGradient>(&Request {
+                p: Some(p),
+                q: q.to_vec(),
                 baseline,
+                group_size,
+                samples,
+                estimates,
+                seed: seed as u64,
+                ..Request::default()
+            })?;
+            exact = response.exact;
+            panels.push(Panel {
+                baseline: name,
                 title,
-                estimates: numbers(&response, "estimates")?,
-                mean: number(&response, "mean")?,
-                variance: number(&response, "variance")?,
-                expected: number(&response, "expected")?,
+                estimates: response.estimates,
+                mean: response.mean,
+                variance: response.variance,
+                expected: response.expected,
             });
         }
         Ok(Output {

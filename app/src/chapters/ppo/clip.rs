@@ -7,12 +7,13 @@
 //! (Schulman et al. 2017, section 3; DAPO, Yu et al. 2025, section 3.1; entry
 //! `clip-surrogate`).
 
+use arlbook_core::api::OneOrMany;
+use arlbook_core::api::clip_surrogate::{ClipSurrogate, Request, Response};
 use arlbook_core::error::FieldError;
 use plotters::coord::Shift;
 use plotters::prelude::*;
-use serde_json::{Value, json};
 
-use crate::compute::{compute, number, numbers};
+use crate::compute::compute;
 use crate::figure::{DrawResult, Figure, Meta, Readout, State, slider, toggle};
 use crate::plot::{self, BLUE, INK, MUTED, RED, SHADE, Style};
 
@@ -87,27 +88,24 @@ impl Figure for Clip {
         let ratios: Vec<f64> = (0..RATIO_POINTS)
             .map(|i| RATIO_MAX * i as f64 / (RATIO_POINTS - 1) as f64)
             .collect();
-        let mut request = json!({
-            "ratio": ratios, "eps_low": eps_low, "eps_high": eps_high, "p_old": [p_old]
-        });
-        if let Some(c) = dual_clip {
-            request["dual_clip"] = json!(c);
-        }
-        let side = |advantage: f64| -> Result<(Side, Value), FieldError> {
-            let mut request = request.clone();
-            request["advantage"] = json!(advantage);
-            let response = compute("clip-surrogate", request)?;
-            let objective = numbers(&response, "objective")?;
-            let zero: Vec<bool> = response
-                .get("gradient_zero")
-                .and_then(Value::as_array)
-                .map(|flags| flags.iter().map(|f| f.as_bool() == Some(true)).collect())
-                .unwrap_or_default();
+        let side = |advantage: f64| -> Result<(Side, Response), FieldError> {
+            let response = compute::<ClipSurrogate>(&Request {
+                ratio: ratios.clone(),
+                advantage: OneOrMany::One(advantage),
+                eps_low,
+                eps_high: Some(eps_high),
+                dual_clip,
+                p_old: Some(vec![p_old]),
+            })?;
             Ok((
                 Side {
                     advantage,
-                    objective: ratios.iter().copied().zip(objective).collect(),
-                    flat: intervals(&ratios, &zero),
+                    objective: ratios
+                        .iter()
+                        .copied()
+                        .zip(response.objective.iter().copied())
+                        .collect(),
+                    flat: intervals(&ratios, &response.gradient_zero),
                 },
                 response,
             ))
@@ -115,21 +113,20 @@ impl Figure for Clip {
         let (positive, response) = side(magnitude)?;
         let (negative, _) = side(-magnitude)?;
         let saturation = response
-            .get("saturation")
-            .and_then(|s| s.get(0))
-            .ok_or_else(|| FieldError::new("(response).saturation", "missing"))?;
+            .saturation
+            .and_then(|s| s.first().copied())
+            .ok_or_else(|| {
+                FieldError::new("(response).saturation", "missing, though p_old was given")
+            })?;
         Ok(Output {
             sides: [positive, negative],
-            ratio_low: number(&response, "ratio_low")?,
-            ratio_high: number(&response, "ratio_high")?,
+            ratio_low: response.ratio_low,
+            ratio_high: response.ratio_high,
             dual_clip,
             p_old,
-            increment: number(saturation, "increment")?,
-            saturation: number(saturation, "probability")?,
-            reachable: saturation
-                .get("reachable")
-                .and_then(serde_json::Value::as_bool)
-                == Some(true),
+            increment: saturation.increment,
+            saturation: saturation.probability,
+            reachable: saturation.reachable,
         })
     }
 

@@ -6,13 +6,13 @@
 //! Pardo et al. 2018 on time limits). Entry `gae`. The value estimates are drawn from
 //! `RandomStream::new(seed, 0)`, one `uniform_f32` per step, in step order.
 
+use arlbook_core::api::gae::{GaeEntry, Request};
 use arlbook_core::error::FieldError;
 use arlbook_core::rng::RandomStream;
 use plotters::coord::Shift;
 use plotters::prelude::*;
-use serde_json::json;
 
-use crate::compute::{compute, number, numbers};
+use crate::compute::compute;
 use crate::figure::{DrawResult, Figure, Meta, Readout, State, choice, slider, toggle};
 use crate::plot::{self, BLUE, INK, ORANGE, Style};
 
@@ -79,21 +79,19 @@ impl Figure for Gae {
         if state.flag("success") && !truncated {
             rewards[steps - 1] = 1.0;
         }
-        let mut request = json!({
-            "rewards": rewards, "values": values,
-            "gamma": state.number("gamma")?, "lambda": state.number("lambda")?,
-        });
-        if truncated {
-            request["truncated"] = json!(true);
-            request["bootstrap_value"] = json!(state.number("bootstrap")?);
-        } else {
-            request["terminated"] = json!(true);
-        }
-        let response = compute("gae", request)?;
+        let response = compute::<GaeEntry>(&Request {
+            rewards: rewards.clone(),
+            values: values.clone(),
+            gamma: state.number("gamma")?,
+            lambda: state.number("lambda")?,
+            terminated: (!truncated).then_some(true),
+            truncated: truncated.then_some(true),
+            bootstrap_value: truncated.then(|| state.number("bootstrap")).transpose()?,
+        })?;
         Ok(Output {
-            advantages: numbers(&response, "advantages")?,
-            returns: numbers(&response, "returns")?,
-            final_value: number(&response, "final_value")?,
+            advantages: response.advantages,
+            returns: response.returns,
+            final_value: response.final_value,
             rewards,
             values,
         })

@@ -6,13 +6,13 @@
 //! groups until `B` mixed ones are found: `B / P` groups and `B G / P` rollouts on
 //! average (DAPO, Yu et al. 2025, section 3.2). Entry `mixed-group`.
 
-use arlbook_core::api::MAX_DRAWS;
+use arlbook_core::api::mixed_group::{Grid, MixedGroup, Request};
+use arlbook_core::api::{MAX_DRAWS, OneOrMany};
 use arlbook_core::error::FieldError;
 use plotters::coord::Shift;
 use plotters::prelude::*;
-use serde_json::{Value, json};
 
-use crate::compute::{compute, number};
+use crate::compute::compute;
 use crate::figure::{DrawResult, Figure, Meta, Readout, State, slider};
 use crate::plot::{self, BLUE, INK, MUTED, Style};
 
@@ -80,48 +80,58 @@ impl Figure for MixedGroups {
             .map(|i| (i as f64 + 0.5) / P_CELLS as f64)
             .collect();
         let sizes: Vec<u64> = (1..=G_MAX).collect();
-        let grid = compute("mixed-group", json!({"p": p_grid, "group_size": sizes}))?;
-        let table = table_of(&grid, "probability")?;
+        let grid = compute::<MixedGroup>(&Request {
+            p: OneOrMany::Many(p_grid.clone()),
+            group_size: OneOrMany::Many(sizes.clone()),
+            ..Request::default()
+        })?;
+        let table = table_of(grid.probability, "probability")?;
+        let scalar_request = Request {
+            p: OneOrMany::One(p),
+            group_size: OneOrMany::One(group_size),
+            mixed_groups: mixed_groups as u64,
+            ..Request::default()
+        };
         // A run draws up to 10 B / P + 100 groups of G (the entry's cap): fewer runs
         // where 200 would pass the entry's limit on random draws (rare p, large B).
-        let closed = compute(
-            "mixed-group",
-            json!({"p": p, "group_size": group_size, "mixed_groups": mixed_groups}),
-        )?;
-        let per_run =
-            ((10.0 * number(&closed, "expected_attempts")?).ceil() + 100.0) * group_size as f64;
+        let closed = compute::<MixedGroup>(&scalar_request)?;
+        let attempts =
+            scalar_of(closed.expected_attempts, "expected_attempts")?.ok_or_else(|| {
+                FieldError::new(
+                    "(response).expected_attempts",
+                    "no number of groups collects B mixed ones (P = 0)",
+                )
+            })?;
+        let per_run = ((10.0 * attempts).ceil() + 100.0) * group_size as f64;
         let runs = ((MAX_DRAWS as f64 / per_run).floor() as u64).clamp(1, RUNS);
-        let point = compute(
-            "mixed-group",
-            json!({
-                "p": p, "group_size": group_size, "mixed_groups": mixed_groups,
-                "replicates": runs, "seed": state.count("seed")?
-            }),
-        )?;
-        let by_g = compute(
-            "mixed-group",
-            json!({"p": [p], "group_size": sizes, "mixed_groups": mixed_groups}),
-        )?;
-        let rollouts_row = by_g
-            .get("expected_rollouts")
-            .and_then(|t| t.get(0))
-            .and_then(Value::as_array)
-            .ok_or_else(|| FieldError::new("(response).expected_rollouts", "missing"))?;
-        let simulated_groups = point
-            .get("simulation")
-            .map_or(Ok(0.0), |s| number(s, "mean_groups"))?;
+        let point = compute::<MixedGroup>(&Request {
+            replicates: runs as usize,
+            seed: state.count("seed")? as u64,
+            ..scalar_request
+        })?;
+        let by_g = compute::<MixedGroup>(&Request {
+            p: OneOrMany::Many(vec![p]),
+            group_size: OneOrMany::Many(sizes.clone()),
+            mixed_groups: mixed_groups as u64,
+            ..Request::default()
+        })?;
+        let rollouts_row = table_of(by_g.expected_rollouts, "expected_rollouts")?
+            .into_iter()
+            .next()
+            .ok_or_else(|| FieldError::new("(response).expected_rollouts", "the table is empty"))?;
+        let simulated_groups = point.simulation.map_or(0.0, |s| s.mean_groups);
         Ok(Output {
             p,
             group_size,
             table,
             p_grid,
-            probability: number(&point, "probability")?,
-            attempts: point.get("expected_attempts").and_then(Value::as_f64),
-            rollouts: point.get("expected_rollouts").and_then(Value::as_f64),
+            probability: scalar_of(point.probability, "probability")?,
+            attempts: scalar_of(point.expected_attempts, "expected_attempts")?,
+            rollouts: scalar_of(point.expected_rollouts, "expected_rollouts")?,
             rollouts_by_g: sizes
                 .iter()
                 .zip(rollouts_row)
-                .map(|(g, r)| (*g as f64, r.as_f64()))
+                .map(|(g, r)| (*g as f64, r))
                 .collect(),
             simulated_groups,
             runs,
@@ -235,8 +245,16 @@ impl Figure for MixedGroups {
     }
 }
 
-fn table_of(response: &Value, key: &str) -> Result<Vec<Vec<f64>>, FieldError> {
-    crate::compute::ragged(response, key)
+/// The number of a response to scalar inputs; `field` names it in the error.
+fn scalar_of<T>(grid: Grid<T>, field: &str) -> Result<T, FieldError> {
+    grid.into_scalar()
+        .ok_or_else(|| FieldError::new(format!("(response).{field}"), "a table, not a number"))
+}
+
+/// The table of a response to a grid of inputs; `field` names it in the error.
+fn table_of<T>(grid: Grid<T>, field: &str) -> Result<Vec<Vec<T>>, FieldError> {
+    grid.into_table()
+        .ok_or_else(|| FieldError::new(format!("(response).{field}"), "a number, not a table"))
 }
 
 #[cfg(test)]

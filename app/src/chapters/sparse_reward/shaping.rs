@@ -6,12 +6,12 @@
 //! telescope, and a policy that only repeats the tests can out-earn one that solves the
 //! task. Entry `shaping` with `compare_horizon`.
 
+use arlbook_core::api::shaping;
 use arlbook_core::error::FieldError;
 use plotters::coord::Shift;
 use plotters::prelude::*;
-use serde_json::{Value, json};
 
-use crate::compute::{compute, number};
+use crate::compute::compute;
 use crate::figure::{DrawResult, Figure, Meta, Readout, State, slider};
 use crate::plot::{self, BLUE, GREEN, LIGHT, MUTED, ORANGE, SHADE, Style};
 
@@ -74,37 +74,31 @@ impl Figure for Shaping {
         let gamma = state.number("gamma")?;
         let horizon = state.count("horizon")?;
         // The solving episode: tests, read, edit, tests, finish (reward at the end).
-        let response = compute(
-            "shaping",
-            json!({
-                "rewards": [0.0, 0.0, 0.0, 0.0, 1.0],
-                "potentials": [0.0, bonus, bonus, bonus, bonus, 0.0],
-                "gamma": gamma, "bonus": bonus, "compare_horizon": horizon
-            }),
-        )?;
+        let response = compute::<shaping::Shaping>(&shaping::Request {
+            rewards: vec![0.0, 0.0, 0.0, 0.0, 1.0],
+            potentials: vec![0.0, bonus, bonus, bonus, bonus, 0.0],
+            gamma,
+            bonus_mask: None,
+            bonus,
+            compare_horizon: Some(horizon),
+        })?;
         let rows = response
-            .get("comparison")
-            .and_then(Value::as_array)
-            .ok_or_else(|| FieldError::new("(response).comparison", "missing"))?
-            .iter()
-            .map(|row| {
-                Ok(PolicyRow {
-                    policy: row
-                        .get("policy")
-                        .and_then(Value::as_str)
-                        .unwrap_or_default()
-                        .to_owned(),
-                    returns: [
-                        number(row, "sparse")?,
-                        number(row, "potential")?,
-                        number(row, "naive")?,
-                    ],
-                })
+            .comparison
+            .ok_or_else(|| {
+                FieldError::new(
+                    "(response).comparison",
+                    "missing, though compare_horizon was given",
+                )
+            })?
+            .into_iter()
+            .map(|row| PolicyRow {
+                policy: row.policy,
+                returns: [row.sparse, row.potential, row.naive],
             })
-            .collect::<Result<Vec<_>, FieldError>>()?;
+            .collect();
         Ok(Output {
             rows,
-            identity_gap: number(&response, "identity_gap")?,
+            identity_gap: response.identity_gap,
         })
     }
 
