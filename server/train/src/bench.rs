@@ -22,7 +22,7 @@ use super::generate::{in_parts, rollout_threads};
 use super::loss::{SurrogateInputs, SurrogateSettings, surrogate_loss, token_logprobs};
 use super::model::PolicyModel;
 use super::optimizer::adamw;
-use super::state::vocab;
+use super::trainer::vocab;
 
 /// The shapes of the workload.
 #[derive(Debug, Clone, Copy, Serialize)]

@@ -30,7 +30,7 @@ use super::opening::roll_out_from_wrong_patch;
 use super::rollout::{EpisodeSpec, Rollout};
 use super::sampling::Sampler;
 use super::sampling::policy_info;
-use super::state::load_model;
+use super::trainer::load_model;
 
 /// Bootstrap resamples for every interval.
 const RESAMPLES: usize = 2000;

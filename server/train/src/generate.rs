@@ -141,7 +141,7 @@ pub fn in_parts<T: Sync, R: Send>(
 mod tests {
     use super::*;
     use crate::config::ModelConfig;
-    use crate::state::vocab;
+    use crate::trainer::vocab;
     use arlbook_core::agent::{EpisodeIds, Split, generate_task};
 
     #[test]

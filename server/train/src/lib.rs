@@ -1,19 +1,26 @@
-//! Native training: a small transformer policy in burn learns the code-repair
-//! environment, first by imitating the scripted teacher (SFT), then by GRPO.
+//! The trainer of arlbook: a small transformer policy in burn learns the code-repair
+//! environment by SFT, then GRPO or rejection sampling, with checkpoints, metrics and
+//! evaluation.
 //!
 //! - [`config`]: the TOML configuration and its validation.
 //! - [`model`], [`generate`], [`sampling`], [`rollout`]: the transformer with a KV
 //!   cache, batched lockstep rollouts and token sampling with recorded log-probs.
 //! - [`batching`], [`loss`], [`optimizer`]: tensors of a microbatch, the policy loss
 //!   (the core's, in burn), AdamW with global-norm clipping and the schedule.
-//! - [`sft`], [`grpo`], [`rejection`]: the loops (SFT, GRPO and the rejection-sampling
-//!   arm) on the run [`state`]; [`trainer`] runs a `train` invocation's stages in order.
+//! - [`trainer`]: the run state (device, model, optimizer, reference, lag pipeline,
+//!   position, metrics file): fresh, resumed or initialised from a checkpoint.
+//! - [`sft`], [`grpo`], [`rejection`]: the stages (SFT; GRPO; rejection-sampling SFT)
+//!   on that state; [`pipeline`] runs a `train` invocation's stages in order.
 //! - [`selection`]: checkpoints chosen on validation, and the gate before RL.
-//! - [`checkpoint`], [`metrics`], [`progress`]: resumable state, JSON-lines metrics,
-//!   the progress line.
+//! - [`checkpoint`], [`metrics`], [`progress`]: resumable state, the JSON-lines file of
+//!   `core::metrics::MetricsRow`s, the progress line.
 //! - [`eval`]: success, pass@k and paired comparisons of checkpoints, and [`opening`]
 //!   the recovery diagnostic's forced wrong first patch; [`plot`]: a
-//!   picture of a run; [`bench`]: the synthetic workload of `cargo xtask bench train`.
+//!   picture of a run; [`bench`]: the synthetic workload of `cargo xtask bench train`;
+//!   [`device`]: the burn device for a backend choice.
+//!
+//! The stages depend on [`trainer`], [`pipeline`] on the stages: the module graph has
+//! no cycle.
 
 pub mod batching;
 pub mod bench;
@@ -28,6 +35,7 @@ pub mod metrics;
 pub mod model;
 pub mod opening;
 pub mod optimizer;
+pub mod pipeline;
 pub mod plot;
 pub mod progress;
 pub mod recovery;
@@ -36,5 +44,4 @@ pub mod rollout;
 pub mod sampling;
 pub mod selection;
 pub mod sft;
-pub mod state;
 pub mod trainer;

@@ -20,7 +20,7 @@ use super::grpo::{collect, distinct};
 use super::optimizer::clip_global_norm;
 use super::recovery::Demonstration;
 use super::sft::{SFT_MICROBATCH_EPISODES, demonstration_gradients};
-use super::state::Trainer;
+use super::trainer::Trainer;
 
 /// Runs rejection-sampling SFT from the current position to `rs.steps`.
 pub fn run(trainer: &mut Trainer) -> Result<()> {

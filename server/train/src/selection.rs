@@ -24,7 +24,7 @@ use super::checkpoint;
 use super::config::TrainConfig;
 use super::eval::{self, EvalPlan};
 use super::metrics::Position;
-use super::state::Trainer;
+use super::trainer::Trainer;
 
 /// The file of the choices in the run folder.
 pub const SELECTION_FILE: &str = "selection.json";

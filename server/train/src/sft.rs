@@ -35,7 +35,7 @@ use super::model::PolicyModel;
 use super::optimizer::{clip_global_norm, learning_rate};
 use super::recovery::{self, Demonstration};
 use super::rollout::Rollout;
-use super::state::{Trainer, vocab};
+use super::trainer::{Trainer, vocab};
 
 /// Stream id of the demonstration order (plus the pass index).
 const ORDER_STREAM: u64 = 0x5F70_0000;

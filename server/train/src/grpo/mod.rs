@@ -40,7 +40,7 @@ use crate::model::PolicyModel;
 use crate::optimizer::learning_rate;
 use crate::rollout::EpisodeSpec;
 use crate::sampling::{Sampler, policy_info};
-use crate::state::Trainer;
+use crate::trainer::Trainer;
 
 /// Greedy success on `tasks` validation tasks.
 pub fn validation_success(

@@ -18,7 +18,7 @@ use crate::batching::{micro_batch, weight_tensor};
 use crate::loss::{SurrogateInputs, SurrogateSettings, surrogate_loss, token_logprobs};
 use crate::optimizer::global_norm;
 use crate::rollout::Rollout;
-use crate::state::{Trainer, vocab};
+use crate::trainer::{Trainer, vocab};
 
 /// Largest |ratio - 1| the pre-flight check accepts on the collecting snapshot (f32
 /// rounding of two differently padded passes).

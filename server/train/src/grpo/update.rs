@@ -30,7 +30,7 @@ use crate::loss::{SurrogateInputs, SurrogateSettings, surrogate_loss, token_entr
 use crate::model::PolicyModel;
 use crate::optimizer::clip_global_norm;
 use crate::rollout::Rollout;
-use crate::state::{Trainer, vocab};
+use crate::trainer::{Trainer, vocab};
 
 const ORDER_STREAM: u64 = 0x6771_0000;
 
