@@ -9,7 +9,8 @@
 
 use arlbook_core::error::FieldError;
 
-use crate::figure::{AnyFigure, Control, ControlKind, State, format_number};
+use crate::figure::{AnyFigure, Control, ControlKind, State};
+use crate::plot::{DECIMALS, format_number};
 use crate::query;
 
 /// Width of an export when none is asked for (the snapshot tests' width), in pixels.
@@ -87,8 +88,8 @@ fn checked_value(control: &Control, value: &str) -> Result<String, FieldError> {
                     key,
                     format!(
                         "{value} is outside [{}, {}]",
-                        format_number(min),
-                        format_number(max)
+                        format_number(min, DECIMALS),
+                        format_number(max, DECIMALS)
                     ),
                 ));
             }
@@ -123,9 +124,9 @@ pub fn describe_control(control: &Control) -> String {
     match control.kind {
         ControlKind::Slider { min, max, step } => format!(
             "number in [{}, {}], step {}",
-            format_number(min),
-            format_number(max),
-            format_number(step)
+            format_number(min, DECIMALS),
+            format_number(max, DECIMALS),
+            format_number(step, DECIMALS)
         ),
         ControlKind::Toggle => "1 or 0".to_owned(),
         ControlKind::Choice(options) => format!("one of: {}", options.join(", ")),

@@ -14,7 +14,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use serde::de::DeserializeOwned;
 
-use crate::plot::Style;
+use crate::plot::{DECIMALS, Style, format_number};
 
 /// How a control is shown and what values it accepts.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -331,9 +331,9 @@ fn accept(kind: ControlKind, value: &str) -> Option<String> {
         ControlKind::Slider { min, max, .. } => {
             let number = value.parse::<f64>().ok().filter(|v| v.is_finite())?;
             if number < min {
-                Some(format_number(min))
+                Some(format_number(min, DECIMALS))
             } else if number > max {
-                Some(format_number(max))
+                Some(format_number(max, DECIMALS))
             } else {
                 Some(value.to_owned())
             }
@@ -374,21 +374,7 @@ impl Readout {
 
     /// The value as shown.
     pub fn text(&self) -> String {
-        format_number(self.value)
-    }
-}
-
-/// A number as the page shows it: at most four decimals, trailing zeros dropped.
-pub fn format_number(value: f64) -> String {
-    if !value.is_finite() {
-        return "—".to_owned();
-    }
-    let text = format!("{value:.4}");
-    let text = text.trim_end_matches('0').trim_end_matches('.');
-    if text == "-0" {
-        "0".to_owned()
-    } else {
-        text.to_owned()
+        format_number(self.value, DECIMALS)
     }
 }
 
@@ -605,14 +591,5 @@ mod tests {
         let mut state = State::defaults(CONTROLS);
         state.set("rewards", "1,0,x".to_owned());
         assert_eq!(state.list("rewards").unwrap_err().field, "rewards[2]");
-    }
-
-    #[test]
-    fn numbers_are_shown_with_at_most_four_decimals() {
-        assert_eq!(format_number(0.1), "0.1");
-        assert_eq!(format_number(0.288_675_134_594_812_9), "0.2887");
-        assert_eq!(format_number(-0.000_01), "0");
-        assert_eq!(format_number(24.0), "24");
-        assert_eq!(format_number(f64::NAN), "—");
     }
 }

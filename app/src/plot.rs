@@ -150,10 +150,36 @@ pub fn mesh<'a, 'b, DB: DrawingBackend>(
     mesh
 }
 
-/// An axis tick label: at most four decimals, no `-0`.
+/// Decimals of the numbers the page shows: readouts, slider bounds, axis ticks.
+pub const DECIMALS: usize = 4;
+/// Decimals of the small labels inside a drawing (cell and bar labels).
+pub const LABEL_DECIMALS: usize = 3;
+
+/// A number as the notebook writes it, the one formatter of the app: at most
+/// `decimals` decimals ([`DECIMALS`] for readouts, bounds and ticks, [`LABEL_DECIMALS`]
+/// for labels inside a drawing), trailing zeros dropped, `-0` written `0`, and `—` for
+/// a value that is not finite.
+pub fn format_number(value: f64, decimals: usize) -> String {
+    if !value.is_finite() {
+        return "—".to_owned();
+    }
+    let text = format!("{value:.decimals$}");
+    let text = if text.contains('.') {
+        text.trim_end_matches('0').trim_end_matches('.')
+    } else {
+        &text
+    };
+    if text == "-0" {
+        "0".to_owned()
+    } else {
+        text.to_owned()
+    }
+}
+
+/// An axis tick label: [`format_number`] with [`DECIMALS`].
 #[allow(clippy::trivially_copy_pass_by_ref)] // plotters passes tick values by reference
 pub fn axis_label(value: &f64) -> String {
-    crate::figure::format_number(*value)
+    format_number(*value, DECIMALS)
 }
 
 /// A colour between white (t = 0) and `color` (t = 1).
@@ -231,6 +257,28 @@ pub fn histogram(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn numbers_are_shown_with_at_most_four_decimals() {
+        let format_number = |value| format_number(value, DECIMALS);
+        assert_eq!(format_number(0.1), "0.1");
+        assert_eq!(format_number(0.288_675_134_594_812_9), "0.2887");
+        assert_eq!(format_number(-0.000_01), "0");
+        assert_eq!(format_number(24.0), "24");
+        assert_eq!(format_number(f64::NAN), "—");
+    }
+
+    #[test]
+    fn labels_have_at_most_three_decimals_and_whole_numbers_keep_their_zeros() {
+        assert_eq!(
+            format_number(0.288_675_134_594_812_9, LABEL_DECIMALS),
+            "0.289"
+        );
+        assert_eq!(format_number(-0.000_4, LABEL_DECIMALS), "0");
+        assert_eq!(format_number(-1.5, LABEL_DECIMALS), "-1.5");
+        assert_eq!(format_number(120.0, 0), "120");
+        assert_eq!(format_number(f64::INFINITY, 0), "—");
+    }
+
     #[test]
     fn histogram_counts_every_value_once() {
         let bins = histogram(&[0.0, 0.1, 0.5, 0.99, 2.0, -1.0], 0.0..1.0, 4);

@@ -19,9 +19,10 @@ use super::gpu::{Backend, Gpu, evaluate_on};
 use crate::chapters;
 use crate::compute::{Answers, Evaluation, Summary};
 use crate::figure::{
-    AnyFigure, Control, ControlKind, Evaluated, Meta, Readout, State, format_number, is_narrow,
-    list_cells, toggle_cell,
+    AnyFigure, Control, ControlKind, Evaluated, Meta, Readout, State, is_narrow, list_cells,
+    toggle_cell,
 };
+use crate::plot::{DECIMALS, format_number};
 
 /// Width of the SVG export, in pixels (the default of `arlbook figure` too).
 const EXPORT_WIDTH: u32 = crate::export::DEFAULT_WIDTH;
@@ -345,8 +346,8 @@ fn control_view(
                 <input
                     type="range"
                     id=element_id.clone()
-                    min=format_number(min)
-                    max=format_number(max)
+                    min=format_number(min, DECIMALS)
+                    max=format_number(max, DECIMALS)
                     step=step.to_string()
                     prop:value=value
                     on:input=move |ev| update(id, embed, state, key, event_target_value(&ev))

@@ -18,7 +18,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use crate::figure::{DrawResult, Figure, Meta, Readout, State, choice, slider};
-use crate::plot::{BLUE, GREEN, INK, MUTED, ORANGE, RED, SHADE, Style};
+use crate::plot::{self, BLUE, GREEN, INK, MUTED, ORANGE, RED, SHADE, Style};
 
 /// The figure.
 pub struct Episode;
@@ -248,7 +248,7 @@ impl Figure for Episode {
                 &format!(
                     "ended: {} · reward {}",
                     output.end_reason,
-                    crate::figure::format_number(output.reward)
+                    plot::format_number(output.reward, plot::DECIMALS)
                 ),
                 &style.text_colored(14.0, INK),
                 (left, y.min(bottom_limit - line)),

@@ -172,7 +172,7 @@ impl Figure for PassAtK {
             &columns[1],
             &format!(
                 "95% half-width at success rate {}",
-                crate::figure::format_number(output.rate)
+                plot::format_number(output.rate, plot::DECIMALS)
             ),
             style,
             0.0..2000.0,

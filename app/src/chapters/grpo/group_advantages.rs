@@ -148,22 +148,16 @@ impl Figure for GroupAdvantages {
                 a - span * 0.05
             };
             Text::new(
-                format!("r={} Â={}", plot_number(*reward), plot_number(*a)),
+                format!(
+                    "r={} Â={}",
+                    plot::format_number(*reward, plot::LABEL_DECIMALS),
+                    plot::format_number(*a, plot::LABEL_DECIMALS)
+                ),
                 (x + 0.5, y),
                 style.text_centered(11.0, INK),
             )
         }))?;
         Ok(())
-    }
-}
-
-fn plot_number(value: f64) -> String {
-    let text = format!("{value:.3}");
-    let text = text.trim_end_matches('0').trim_end_matches('.');
-    if text == "-0" {
-        "0".to_owned()
-    } else {
-        text.to_owned()
     }
 }
 

@@ -178,7 +178,7 @@ impl Figure for Reductions {
             let title = format!(
                 "{}: loss = {}",
                 map.reduction,
-                crate::figure::format_number(map.loss)
+                plot::format_number(map.loss, plot::DECIMALS)
             );
             let inner = panel.margin(style.px(6.0), style.px(6.0), style.px(6.0), style.px(6.0));
             let inner = inner.titled(&title, style.text(13.0))?;
@@ -211,7 +211,7 @@ impl Figure for Reductions {
                     ))?;
                     if cell_w > style.px(26.0) as i32 {
                         inner.draw(&Text::new(
-                            short(*w),
+                            plot::format_number(*w, plot::LABEL_DECIMALS),
                             (x + cell_w / 2, y + cell_h / 2),
                             style.text_centered(10.0, INK),
                         ))?;
@@ -220,17 +220,6 @@ impl Figure for Reductions {
             }
         }
         Ok(())
-    }
-}
-
-/// A number in three decimals at most, for cell labels.
-fn short(value: f64) -> String {
-    let text = format!("{value:.3}");
-    let text = text.trim_end_matches('0').trim_end_matches('.');
-    if text == "-0" {
-        "0".to_owned()
-    } else {
-        text.to_owned()
     }
 }
 

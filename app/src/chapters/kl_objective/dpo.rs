@@ -14,7 +14,7 @@ use plotters::prelude::*;
 use super::optimum::rewards;
 use super::{REFERENCE, response_bars};
 use crate::compute::compute;
-use crate::figure::{DrawResult, Figure, Meta, Readout, State, format_number, slider};
+use crate::figure::{DrawResult, Figure, Meta, Readout, State, slider};
 use crate::plot::{self, BLUE, INK, LIGHT, ORANGE, Style};
 
 /// The figure.
@@ -186,7 +186,7 @@ impl Figure for Dpo {
             if (v - exponent).abs() > 1e-9 {
                 String::new()
             } else if exponent >= 0.0 {
-                format_number(10f64.powf(exponent))
+                plot::format_number(10f64.powf(exponent), plot::DECIMALS)
             } else {
                 format!("1e{exponent}")
             }
