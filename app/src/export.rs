@@ -210,7 +210,7 @@ mod tests {
             for control in fig.meta().controls {
                 let query = query::format(&[(control.key.to_owned(), control.default.to_owned())]);
                 let state = state_from_query(*fig, &query)
-                    .unwrap_or_else(|e| panic!("{}: {}: {}", fig.meta().id, e.field, e.message));
+                    .unwrap_or_else(|e| panic!("{}: {e}", fig.meta().id));
                 assert_eq!(state, State::defaults(fig.meta().controls));
                 assert!(!describe_control(control).is_empty());
             }

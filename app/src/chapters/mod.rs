@@ -159,7 +159,7 @@ mod tests {
             let meta = fig.meta();
             let evaluated = fig
                 .evaluate(&State::defaults(meta.controls))
-                .unwrap_or_else(|e| panic!("{}: {}: {}", meta.id, e.field, e.message));
+                .unwrap_or_else(|e| panic!("{}: {e}", meta.id));
             let readouts = evaluated.readouts();
             assert!(!readouts.is_empty(), "{}", meta.id);
             for readout in &readouts {

@@ -27,7 +27,7 @@ fn evaluate(name: &str, request_text: &str) -> (bool, String) {
             true,
             serde_json::to_string_pretty(&response).unwrap_or_else(|_| response.to_string()),
         ),
-        Err(err) => (false, format!("{}: {}", err.field, err.message)),
+        Err(err) => (false, err.to_string()),
     }
 }
 

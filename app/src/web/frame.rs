@@ -144,7 +144,7 @@ pub fn FigureFrame(figure: &'static dyn AnyFigure, embed: bool) -> impl IntoView
                         draw(&*evaluated, &canvas, meta, error);
                     }
                 }
-                Err(err) => error.set(Some(format!("{}: {}", err.field, err.message))),
+                Err(err) => error.set(Some(err.to_string())),
             }
             redraw_ms.set(browser::now_ms() - started);
             draws.update(|n| *n += 1);
@@ -224,7 +224,7 @@ fn Actions(
         let height = (f64::from(EXPORT_WIDTH) * meta.aspect).round() as u32;
         let result = figure
             .evaluate(&current)
-            .map_err(|e| e.message)
+            .map_err(|e| e.to_string())
             .and_then(|evaluated| evaluated.svg(EXPORT_WIDTH, height))
             .and_then(|svg| {
                 browser::download_text(&svg, "image/svg+xml", &format!("{id}.svg"))

@@ -12,20 +12,7 @@ use super::session::Session;
 use crate::chapters::live::jobs::{self, Overrides, Preset};
 
 /// The form's error: the config field and what is wrong with it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct FormError {
-    field: String,
-    message: String,
-}
-
-impl From<FieldError> for FormError {
-    fn from(err: FieldError) -> Self {
-        Self {
-            field: err.field,
-            message: err.message,
-        }
-    }
-}
+type FormError = FieldError;
 
 /// One optional override: a text input whose placeholder is the preset's value.
 #[component]
@@ -179,7 +166,7 @@ impl Form {
         let body = match jobs::job_request(&self.chosen.get_untracked(), &overrides) {
             Ok(body) => body.to_string(),
             Err(err) => {
-                self.error.set(Some(err.into()));
+                self.error.set(Some(err));
                 return;
             }
         };
@@ -201,7 +188,7 @@ impl Form {
                 },
                 Ok(answer) => self
                     .error
-                    .set(Some(jobs::api_error(answer.status, &answer.body).into())),
+                    .set(Some(jobs::api_error(answer.status, &answer.body))),
                 Err(message) => self.error.set(Some(FormError {
                     field: "(network)".to_owned(),
                     message,
@@ -309,7 +296,7 @@ pub fn JobForm(session: Session) -> impl IntoView {
                 hidden=move || error.with(Option::is_none)
                 data-field=move || error.with(|e| e.as_ref().map(|e| e.field.clone()).unwrap_or_default())
             >
-                {move || error.with(|e| e.as_ref().map(|e| format!("{}: {}", e.field, e.message)).unwrap_or_default())}
+                {move || error.with(|e| e.as_ref().map(ToString::to_string).unwrap_or_default())}
             </p>
         </form>
     }

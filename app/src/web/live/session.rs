@@ -136,7 +136,7 @@ impl Session {
                     jobs::parse_jobs(&answer.body)
                 } else {
                     let err = jobs::api_error(answer.status, &answer.body);
-                    Err(format!("{}: {}", err.field, err.message))
+                    Err(err.to_string())
                 }
             });
             match listed {
