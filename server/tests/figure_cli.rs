@@ -7,7 +7,7 @@ use std::process::Output;
 
 use arlbook_app::chapters::{FIGURES, figure};
 use arlbook_app::export;
-use arlbook_app::figure::format_number;
+use arlbook_app::plot::{DECIMALS, format_number};
 use arlbook_core::api;
 use arlbook_tests::cli::Arlbook;
 use resvg::tiny_skia::Pixmap;
@@ -142,7 +142,7 @@ fn svg_carries_the_loss_the_core_computes_at_the_url_state() {
     assert!((loss - 3.0 / 17.0).abs() < 1e-12, "{loss}");
     // Each text element's content sits on its own line; the newline keeps
     // `seq-mean-token-mean: loss = ...` from matching.
-    let label = format!("\ntoken-mean: loss = {}\n", format_number(loss));
+    let label = format!("\ntoken-mean: loss = {}\n", format_number(loss, DECIMALS));
     assert!(svg.contains(&label), "the SVG lacks `{label}`");
     // The state took effect: the default state's loss (0.2887) is not drawn.
     assert!(!svg.contains("\ntoken-mean: loss = 0.2887\n"));

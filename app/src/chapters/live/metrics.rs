@@ -1,16 +1,17 @@
 //! A training run's metrics rows, as the trainer writes them to `metrics.jsonl` and the
-//! server streams them: one JSON object per row, tagged with its `stage` (`sft`,
-//! `grpo`, `validation`) and `step`. Only the fields the live charts read are kept;
-//! every other field of a row is ignored, and a field a row lacks is `None`.
+//! server streams them: one [`MetricsRow`] per line, the core's definition that the
+//! trainer writes, so the chapter reads exactly the fields (and units) it wrote.
 
-use serde::Deserialize;
+/// One metrics row: the core's [`MetricsRow`], under the name the chapter uses.
+pub use arlbook_core::metrics::MetricsRow as Row;
+use arlbook_core::metrics::{MetricsRow, RowStage};
 
 use crate::figure::Readout;
 
 /// Prefix of the chapter's readout ids (`live-rows`, `live-step`, ...).
 pub const READOUT_PREFIX: &str = "live";
 
-/// The stage a row belongs to.
+/// How the charts group rows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stage {
     /// Supervised fine-tuning on teacher demonstrations.
@@ -19,61 +20,18 @@ pub enum Stage {
     Rl,
     /// A held-out evaluation during GRPO.
     Validation,
-    /// A stage these charts do not know.
+    /// A row these charts do not draw (the selection, the gate, a newer stage).
     Other,
 }
 
-/// One metrics row: the fields the charts use.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-pub struct Row {
-    /// `sft`, `grpo`, `rs` or `validation` (others, such as `selection`, are kept
-    /// and not drawn).
-    pub stage: String,
-    /// The step within its stage, counted from 1 (validation rows: the GRPO step it
-    /// followed, 0 before the first update).
-    pub step: u64,
-    /// Steps planned for the stage.
-    pub steps: Option<u64>,
-    /// SFT: mean cross-entropy per target token (nats); GRPO: the surrogate loss.
-    pub loss: Option<f64>,
-    /// GRPO: fraction of the step's kept rollouts that solved their task (with
-    /// dynamic sampling only mixed groups are kept, so this is not the policy's rate).
-    pub success_rate: Option<f64>,
-    /// GRPO: fraction of every rollout sampled for the step, discarded groups
-    /// included, that solved its task.
-    pub sampled_success_rate: Option<f64>,
-    /// GRPO: mean episode reward.
-    pub reward: Option<f64>,
-    /// GRPO: fraction of sampled groups whose rewards were not all equal (the only
-    /// groups with a nonzero advantage).
-    pub effective_group_fraction: Option<f64>,
-    /// GRPO: fraction of tokens whose ratio was clipped below `1 - eps_low`.
-    pub clip_fraction_low: Option<f64>,
-    /// GRPO: fraction of tokens whose ratio was clipped above `1 + eps_high`.
-    pub clip_fraction_high: Option<f64>,
-    /// GRPO: estimated KL divergence to the reference policy (nats per token).
-    pub kl: Option<f64>,
-    /// GRPO: mean entropy of the sampling distribution (nats per token).
-    pub entropy: Option<f64>,
-    /// GRPO: mean generated tokens per turn.
-    pub gen_len_mean: Option<f64>,
-    /// Validation: success rate on held-out tasks.
-    pub val_success: Option<f64>,
-}
-
-impl Row {
-    /// Parses one JSON row.
-    pub fn parse(line: &str) -> Result<Self, String> {
-        serde_json::from_str(line).map_err(|e| format!("not a metrics row: {e}"))
-    }
-
-    /// The row's stage.
-    pub fn stage(&self) -> Stage {
-        match self.stage.as_str() {
-            "sft" => Stage::Sft,
-            "grpo" | "rs" => Stage::Rl,
-            "validation" => Stage::Validation,
-            _ => Stage::Other,
+impl Stage {
+    /// The group of `row`.
+    pub fn of(row: &MetricsRow) -> Self {
+        match row.stage {
+            RowStage::Sft => Self::Sft,
+            RowStage::Grpo | RowStage::Rs => Self::Rl,
+            RowStage::Validation => Self::Validation,
+            RowStage::Selection | RowStage::Gate | RowStage::Unknown => Self::Other,
         }
     }
 }
@@ -104,7 +62,7 @@ impl Run {
 
     /// The rows of `stage`.
     pub fn of(&self, stage: Stage) -> impl DoubleEndedIterator<Item = &Row> {
-        self.rows.iter().filter(move |r| r.stage() == stage)
+        self.rows.iter().filter(move |r| Stage::of(r) == stage)
     }
 
     /// Points `(step, value)` of one field over the rows of `stage` that have it
@@ -120,7 +78,7 @@ impl Run {
     }
 
     /// The step of the last row (0 before any).
-    pub fn last_step(&self) -> u64 {
+    pub fn last_step(&self) -> usize {
         self.rows.last().map_or(0, |r| r.step)
     }
 
@@ -142,7 +100,7 @@ impl Run {
             Readout::new(
                 READOUT_PREFIX,
                 "step",
-                match self.rows.last().map(Row::stage) {
+                match self.rows.last().map(Stage::of) {
                     Some(Stage::Rl | Stage::Validation) => "last step (RL)",
                     Some(Stage::Sft) => "last step (SFT)",
                     _ => "last step",
@@ -189,7 +147,7 @@ mod tests {
     #[test]
     fn unknown_fields_are_ignored_and_missing_ones_are_none() {
         let row = Row::parse(r#"{"stage":"grpo","step":3,"kl":0.5,"discarded":{"x":1}}"#).unwrap();
-        assert_eq!(row.stage(), Stage::Rl);
+        assert_eq!(Stage::of(&row), Stage::Rl);
         assert_eq!(row.kl, Some(0.5));
         assert_eq!(row.entropy, None);
         let row = Row::parse(r#"{"stage":"grpo","step":3,"kl":null}"#).unwrap();
