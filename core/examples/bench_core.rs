@@ -1,8 +1,8 @@
 //! The Rust side of `cargo xtask bench core` (see `xtask/bench/numpy_core.py` for numpy's).
 //!
 //! Usage: `bench_core DATA_FILE BANDIT_SAMPLES REPEATS`. Writes the policy-loss inputs
-//! to `DATA_FILE` (little-endian: header, lengths, advantages, `logp`, `logp_old`,
-//! `logp_ref`) so numpy computes on the same numbers, then prints one JSON line per
+//! to `DATA_FILE` (little-endian: header, lengths, advantages, `logp`, `old_logp`,
+//! `ref_logp`) so numpy computes on the same numbers, then prints one JSON line per
 //! workload with the best wall time per call over `REPEATS` calls.
 
 use std::io::Write;
@@ -38,8 +38,8 @@ struct PolicyData {
     lengths: Vec<usize>,
     advantages: Vec<f64>,
     logp: Ragged<f64>,
-    logp_old: Ragged<f64>,
-    logp_ref: Ragged<f64>,
+    old_logp: Ragged<f64>,
+    ref_logp: Ragged<f64>,
 }
 
 /// 4,096 ragged sequences of 1..=511 tokens (about a million in all).
@@ -51,21 +51,21 @@ fn make_policy_data() -> PolicyData {
     let total: usize = lengths.iter().sum();
     let advantages: Vec<f64> = (0..SEQUENCES).map(|_| 2.0 * rng.uniform() - 1.0).collect();
     let mut logp = Vec::with_capacity(total);
-    let mut logp_old = Vec::with_capacity(total);
-    let mut logp_ref = Vec::with_capacity(total);
+    let mut old_logp = Vec::with_capacity(total);
+    let mut ref_logp = Vec::with_capacity(total);
     for _ in 0..total {
         // Log-probabilities stay below -0.3 so the perturbed ones remain <= 0.
         let old = -0.3 - 4.0 * rng.uniform_open_low();
-        logp_old.push(old);
+        old_logp.push(old);
         logp.push(old + 0.6 * (rng.uniform() - 0.5));
-        logp_ref.push(old + 0.4 * (rng.uniform() - 0.5));
+        ref_logp.push(old + 0.4 * (rng.uniform() - 0.5));
     }
     let ragged = |v: Vec<f64>| Ragged::from_flat(v, &lengths).expect("lengths add up");
     PolicyData {
         advantages,
         logp: ragged(logp),
-        logp_old: ragged(logp_old),
-        logp_ref: ragged(logp_ref),
+        old_logp: ragged(old_logp),
+        ref_logp: ragged(ref_logp),
         lengths,
     }
 }
@@ -83,8 +83,8 @@ fn write_policy_data(path: &str, data: &PolicyData) -> std::io::Result<()> {
     for values in [
         &data.advantages[..],
         data.logp.flat(),
-        data.logp_old.flat(),
-        data.logp_ref.flat(),
+        data.old_logp.flat(),
+        data.ref_logp.flat(),
     ] {
         for x in values {
             out.write_all(&x.to_le_bytes())?;
@@ -157,8 +157,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let input = PolicyLossInput {
         logp: &data.logp,
-        logp_old: &data.logp_old,
-        logp_ref: Some(&data.logp_ref),
+        old_logp: &data.old_logp,
+        ref_logp: Some(&data.ref_logp),
         advantages: TokenAdvantages::PerSequence(&data.advantages),
     };
     let (seconds, result) = best_of(repeats, || policy_loss(&input, &config));

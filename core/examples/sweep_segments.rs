@@ -86,8 +86,8 @@ fn main() {
             .collect();
         let input = PolicyLossInput {
             logp: &logp,
-            logp_old: &old,
-            logp_ref: Some(&reference),
+            old_logp: &old,
+            ref_logp: Some(&reference),
             advantages: TokenAdvantages::PerSequence(&adv),
         };
         print!("| {len} |");

@@ -19,6 +19,7 @@ pub mod error;
 pub mod gpu;
 pub mod math;
 pub mod metrics;
+pub mod parallel;
 pub mod ragged;
 pub mod rng;
 

@@ -214,7 +214,7 @@ fn write_output(out: &Path, bytes: &[u8]) -> anyhow::Result<()> {
 
 /// Reports a rejected input on stderr; the exit status says it was the input.
 fn reject(err: &FieldError) -> ExitCode {
-    eprintln!("error: {}: {}", err.field, err.message);
+    eprintln!("error: {err}");
     ExitCode::from(EXIT_BAD_INPUT)
 }
 

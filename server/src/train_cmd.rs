@@ -10,8 +10,8 @@ use clap::Args;
 
 use arlbook_train::config::{BackendChoice, TrainConfig};
 use arlbook_train::eval::{self, EvalPlan, Report};
-use arlbook_train::trainer::Trainer;
 use arlbook_train::pipeline::Stage;
+use arlbook_train::trainer::Trainer;
 use arlbook_train::{checkpoint, device};
 
 /// A clap parser for a trainer enum with `NAMES` and `FromStr`: the same help

@@ -154,8 +154,8 @@ pub fn inputs(request: &Request) -> (PolicyLossInput<'_>, PolicyLossConfig) {
     };
     let input = PolicyLossInput {
         logp: &request.logp,
-        logp_old: &request.old_logp,
-        logp_ref: request.ref_logp.as_ref(),
+        old_logp: &request.old_logp,
+        ref_logp: request.ref_logp.as_ref(),
         advantages,
     };
     let config = PolicyLossConfig {

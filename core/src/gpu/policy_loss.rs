@@ -91,10 +91,10 @@ fn pack_inputs(input: &PolicyLossInput<'_>, lengths: &[usize], weights: &[f64]) 
     inputs.extend(
         logp.flat()
             .iter()
-            .zip(input.logp_old.flat())
+            .zip(input.old_logp.flat())
             .map(|(a, b)| (a - b) as f32),
     );
-    match input.logp_ref {
+    match input.ref_logp {
         Some(reference) => inputs.extend(
             logp.flat()
                 .iter()
@@ -149,7 +149,7 @@ pub async fn policy_loss_chunked(
         .map_err(|e| GpuError::TooLarge(e.to_string()))?;
     let inputs = pack_inputs(input, &lengths, &weights);
     let (index, chunks) = index_tables(&lengths, chunk_tokens);
-    let has_ref = input.logp_ref.is_some();
+    let has_ref = input.ref_logp.is_some();
     let params = [
         rows as u32,
         tokens as u32,

@@ -1,7 +1,7 @@
 //! `exp` and `exp_m1` written so the compiler can vectorise loops over them.
 //!
 //! The policy loss evaluates an exponential for every token (the ratio
-//! `rho = exp(logp - logp_old)`, the `k3` KL term), and on a million tokens the
+//! `rho = exp(logp - old_logp)`, the `k3` KL term), and on a million tokens the
 //! scalar libm calls dominate. These versions use the classic reduction
 //! `e^x = 2^k e^r` with `k = round(x / ln 2)` and `|r| <= ln 2 / 2` (Cody and Waite,
 //! "Software Manual for the Elementary Functions", 1980, ch. 6), a degree-13 Taylor

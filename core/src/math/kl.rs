@@ -1,6 +1,6 @@
 //! Per-token estimators of `KL(pi_theta || pi_ref)` from tokens sampled from `pi_theta`.
 //!
-//! With `x = logp - logp_ref = log(pi_theta / pi_ref)` at a sampled token:
+//! With `x = logp - ref_logp = log(pi_theta / pi_ref)` at a sampled token:
 //!
 //! ```text
 //! k1 = x                      unbiased, can be negative, high variance
@@ -22,13 +22,13 @@ use crate::error::{Result, check};
 /// Which per-token KL estimator to use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
 pub enum KlEstimator {
-    /// `logp - logp_ref`.
+    /// `logp - ref_logp`.
     #[serde(rename = "k1", alias = "kl")]
     K1,
-    /// `(logp - logp_ref)^2 / 2`.
+    /// `(logp - ref_logp)^2 / 2`.
     #[serde(rename = "k2", alias = "mse")]
     K2,
-    /// `exp(logp_ref - logp) - (logp_ref - logp) - 1`.
+    /// `exp(ref_logp - logp) - (ref_logp - logp) - 1`.
     #[default]
     #[serde(rename = "k3", alias = "low_var_kl", alias = "low-var-kl")]
     K3,
@@ -49,8 +49,8 @@ pub struct KlPoint {
 
 /// Evaluates `estimator` at one token; `clamp` applies verl's `k3` clamps.
 #[inline]
-pub fn kl_point(logp: f64, logp_ref: f64, estimator: KlEstimator, clamp: bool) -> KlPoint {
-    let x = logp - logp_ref;
+pub fn kl_point(logp: f64, ref_logp: f64, estimator: KlEstimator, clamp: bool) -> KlPoint {
+    let x = logp - ref_logp;
     match estimator {
         KlEstimator::K1 => KlPoint {
             value: x,
@@ -93,16 +93,16 @@ pub fn kl_point(logp: f64, logp_ref: f64, estimator: KlEstimator, clamp: bool) -
 /// reference without the clamp).
 pub fn kl_values(
     logp: &[f64],
-    logp_ref: &[f64],
+    ref_logp: &[f64],
     estimator: KlEstimator,
     clamp: bool,
 ) -> Result<Vec<f64>> {
-    check::same_len("ref_logp", logp_ref.len(), "logp", logp.len())?;
+    check::same_len("ref_logp", ref_logp.len(), "logp", logp.len())?;
     check_log_probabilities("logp", logp)?;
-    check_log_probabilities("ref_logp", logp_ref)?;
+    check_log_probabilities("ref_logp", ref_logp)?;
     let values: Vec<f64> = logp
         .iter()
-        .zip(logp_ref)
+        .zip(ref_logp)
         .map(|(&a, &b)| kl_point(a, b, estimator, clamp).value)
         .collect();
     check::all_finite("logp", &values).map_err(|mut e| {

@@ -99,9 +99,9 @@ pub struct PolicyLossInput<'a> {
     /// Current log-probabilities `logp_ik` of the sampled tokens.
     pub logp: &'a Ragged<f64>,
     /// Log-probabilities under the collecting policy.
-    pub logp_old: &'a Ragged<f64>,
+    pub old_logp: &'a Ragged<f64>,
     /// Log-probabilities under the KL reference, if any.
-    pub logp_ref: Option<&'a Ragged<f64>>,
+    pub ref_logp: Option<&'a Ragged<f64>>,
     /// The advantages.
     pub advantages: TokenAdvantages<'a>,
 }
@@ -199,7 +199,7 @@ fn all_log_probs(values: &[f64]) -> bool {
 /// log-probability: one scan of all of them, split across threads like the token pass.
 /// Only when it is false does [`validate`] search for (and name) the first bad entry.
 fn log_probs_line_up_and_are_valid(input: &PolicyLossInput<'_>) -> bool {
-    let arrays: Vec<&[f64]> = [Some(input.logp), Some(input.logp_old), input.logp_ref]
+    let arrays: Vec<&[f64]> = [Some(input.logp), Some(input.old_logp), input.ref_logp]
         .into_iter()
         .flatten()
         .map(|values| {
@@ -219,14 +219,11 @@ fn log_probs_line_up_and_are_valid(input: &PolicyLossInput<'_>) -> bool {
     if token_pass::thread_count(tokens) < 2 {
         return arrays.iter().all(|a| all_log_probs(a));
     }
-    std::thread::scope(|scope| {
-        let second = scope.spawn(|| arrays.iter().all(|a| all_log_probs(&a[half..])));
-        let first = arrays.iter().all(|a| all_log_probs(&a[..half]));
-        let second = second
-            .join()
-            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-        first & second
-    })
+    let (first, second) = crate::parallel::join(
+        || arrays.iter().all(|a| all_log_probs(&a[..half])),
+        || arrays.iter().all(|a| all_log_probs(&a[half..])),
+    );
+    first & second
 }
 
 fn check_log_probs(field: &str, values: &Ragged<f64>) -> Result<()> {
@@ -261,12 +258,12 @@ fn validate_with(
     if logp.total_len() == 0 {
         return Err(FieldError::new("logp", "must contain at least one token"));
     }
-    logp.check_same_shape("logp", "old_logp", input.logp_old)?;
+    logp.check_same_shape("logp", "old_logp", input.old_logp)?;
     if !known_valid {
         check_log_probs("logp", logp)?;
-        check_log_probs("old_logp", input.logp_old)?;
+        check_log_probs("old_logp", input.old_logp)?;
     }
-    if let Some(reference) = input.logp_ref {
+    if let Some(reference) = input.ref_logp {
         logp.check_same_shape("logp", "ref_logp", reference)?;
         if !known_valid {
             check_log_probs("ref_logp", reference)?;
@@ -294,7 +291,7 @@ fn validate_with(
         check::positive("sapo_tau_neg", config.sapo_tau_neg)?;
     }
     check::non_negative("beta", config.beta)?;
-    if config.beta > 0.0 && input.logp_ref.is_none() {
+    if config.beta > 0.0 && input.ref_logp.is_none() {
         return Err(FieldError::new(
             "ref_logp",
             "is required when beta > 0 (the KL term needs reference log-probabilities)",
@@ -343,11 +340,11 @@ fn token_term(ratio: f64, advantage: f64, logp: f64, config: &PolicyLossConfig) 
     }
 }
 
-/// GSPO's sequence ratio `exp(mean_k (logp - logp_old))`, one per row (1 for an empty
+/// GSPO's sequence ratio `exp(mean_k (logp - old_logp))`, one per row (1 for an empty
 /// row, which has no token to carry it).
-fn sequence_ratios(logp: &Ragged<f64>, logp_old: &Ragged<f64>) -> Vec<f64> {
+fn sequence_ratios(logp: &Ragged<f64>, old_logp: &Ragged<f64>) -> Vec<f64> {
     logp.iter_rows()
-        .zip(logp_old.iter_rows())
+        .zip(old_logp.iter_rows())
         .map(|(row, old)| {
             if row.is_empty() {
                 return 1.0;
@@ -385,7 +382,7 @@ pub fn policy_loss(input: &PolicyLossInput<'_>, config: &PolicyLossConfig) -> Re
         row_weights(&lengths, config.reduction, config.constant).map_err(first_failure)?;
     let sequence_level = match config.ratio_level {
         RatioLevel::Token => None,
-        RatioLevel::Sequence => Some(sequence_ratios(input.logp, input.logp_old)),
+        RatioLevel::Sequence => Some(sequence_ratios(input.logp, input.old_logp)),
     };
     let source = sequence_level
         .as_deref()

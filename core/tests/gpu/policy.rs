@@ -119,7 +119,7 @@ fn compare(what: &str, gpu: &PolicyLoss, cpu: &PolicyLoss, kl_scale: f64) {
 
 /// The weighted sum of the KL terms' magnitudes.
 fn kl_scale(input: &PolicyLossInput<'_>, config: &PolicyLossConfig, cpu: &PolicyLoss) -> f64 {
-    let Some(reference) = input.logp_ref else {
+    let Some(reference) = input.ref_logp else {
         return 0.0;
     };
     input
@@ -156,8 +156,8 @@ fn policy_loss_matches_cpu_across_objectives_reductions_and_kl() {
                     let per_token = case % 2 == 0;
                     let input = PolicyLossInput {
                         logp: &batch.logp,
-                        logp_old: &batch.old,
-                        logp_ref: (case % 4 != 0).then_some(&batch.reference),
+                        old_logp: &batch.old,
+                        ref_logp: (case % 4 != 0).then_some(&batch.reference),
                         advantages: if per_token {
                             TokenAdvantages::PerToken(&batch.per_token)
                         } else {
@@ -175,7 +175,7 @@ fn policy_loss_matches_cpu_across_objectives_reductions_and_kl() {
                         },
                         reduction,
                         constant: (r == 4 && case % 2 == 1).then_some(512.0),
-                        beta: if input.logp_ref.is_some() { 0.04 } else { 0.0 },
+                        beta: if input.ref_logp.is_some() { 0.04 } else { 0.0 },
                         kl_estimator,
                         kl_clamp: case % 5 == 0,
                         ..PolicyLossConfig::default()
@@ -202,8 +202,8 @@ fn k3_near_the_reference_keeps_its_digits() {
     let reference = Ragged::from_rows(&[vec![-1.0001, -2.0001, -0.4999]]);
     let input = PolicyLossInput {
         logp: &logp,
-        logp_old: &logp,
-        logp_ref: Some(&reference),
+        old_logp: &logp,
+        ref_logp: Some(&reference),
         advantages: TokenAdvantages::PerSequence(&[1.0]),
     };
     let config = PolicyLossConfig {
@@ -242,8 +242,8 @@ fn long_sequences_summed_in_chunks_of_any_length_match_cpu() {
     }
     let input = PolicyLossInput {
         logp: &batch.logp,
-        logp_old: &batch.old,
-        logp_ref: Some(&batch.reference),
+        old_logp: &batch.old,
+        ref_logp: Some(&batch.reference),
         advantages: TokenAdvantages::PerSequence(&batch.per_sequence),
     };
     for ratio_level in [RatioLevel::Token, RatioLevel::Sequence] {

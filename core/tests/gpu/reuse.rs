@@ -18,8 +18,8 @@ fn repeated_calls_compile_once_and_allocate_no_new_buffers() {
     let logp = Ragged::from_rows(&[vec![-1.0, -0.5], vec![-2.0, -0.1, -0.3]]);
     let input = PolicyLossInput {
         logp: &logp,
-        logp_old: &logp,
-        logp_ref: None,
+        old_logp: &logp,
+        ref_logp: None,
         advantages: TokenAdvantages::PerSequence(&[1.0, -1.0]),
     };
     let call = |ctx: &GpuContext| {

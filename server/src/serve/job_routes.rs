@@ -68,7 +68,8 @@ fn view(runner: &Runner, job: &JobRow, detail: bool) -> Value {
         let config: Value = serde_json::from_str(&job.config_json).unwrap_or(Value::Null);
         out["config"] = config;
         out["checkpoint"] = json!(checkpoint::latest(&dir).ok().flatten());
-        out["last_metrics"] = metrics_stream::last_row(&dir.join("metrics.jsonl")).unwrap_or(Value::Null);
+        out["last_metrics"] =
+            metrics_stream::last_row(&dir.join("metrics.jsonl")).unwrap_or(Value::Null);
     }
     out
 }
@@ -180,7 +181,8 @@ pub async fn metrics(State(state): State<JobsState>, Path(raw): Path<String>) ->
     };
     match state.runner.get(id) {
         Ok(Some(_)) => {
-            metrics_stream::stream(Arc::clone(&state.runner), id, state.shutdown.clone()).into_response()
+            metrics_stream::stream(Arc::clone(&state.runner), id, state.shutdown.clone())
+                .into_response()
         }
         Ok(None) => not_found(&raw),
         Err(err) => internal(&err),

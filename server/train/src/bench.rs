@@ -151,14 +151,14 @@ pub fn run(config: &ModelConfig, workload: &Workload, device: &Device) -> Timing
                 None,
             );
             let inputs = SurrogateInputs {
-                logp_old: logp.clone().detach() * mask.clone(),
+                old_logp: logp.clone().detach() * mask.clone(),
                 mask,
                 weights: Tensor::from_data(TensorData::new(weights, [n, t]), &train_device),
                 advantages: Tensor::from_data(
                     TensorData::new(vec![0.5f32; n], [n, 1]),
                     &train_device,
                 ),
-                logp_ref: None,
+                ref_logp: None,
             };
             let grads = surrogate_loss(logp, &inputs, &settings).backward();
             accumulator.accumulate(&model, GradientsParams::from_grads(grads, &model));

@@ -225,11 +225,6 @@ pub fn resolve_checkpoint(path: &Path) -> Result<PathBuf> {
     }
 }
 
-#[allow(clippy::needless_pass_by_value, reason = "used as `map_err(fe)`")]
-fn fe(e: arlbook_core::FieldError) -> anyhow::Error {
-    anyhow::anyhow!("{}: {}", e.field, e.message)
-}
-
 /// Runs `plan`'s episodes on one checkpoint.
 pub fn run_checkpoint(folder: &Path, plan: &EvalPlan, device: &Device) -> Result<CheckpointRun> {
     let state = checkpoint::read_state(folder)?;
@@ -337,7 +332,7 @@ fn key_clusters(tasks: &[Task], subset: &[usize]) -> Vec<Vec<usize>> {
 
 fn estimate(values: &[f64], clusters: &[Vec<usize>], seed: u64) -> Result<Estimate> {
     let mean = values.iter().sum::<f64>() / values.len().max(1) as f64;
-    let ci95 = cluster_bootstrap_mean_ci(values, clusters, RESAMPLES, 0.95, seed).map_err(fe)?;
+    let ci95 = cluster_bootstrap_mean_ci(values, clusters, RESAMPLES, 0.95, seed)?;
     Ok(Estimate { mean, ci95 })
 }
 
@@ -361,8 +356,7 @@ pub fn summarise(
             let values: Vec<f64> = subset
                 .iter()
                 .map(|&i| pass_at_k(n, successes[i] as u64, k as u64))
-                .collect::<std::result::Result<_, _>>()
-                .map_err(fe)?;
+                .collect::<std::result::Result<_, _>>()?;
             Ok(PassAtK {
                 k,
                 estimate: estimate(&values, &clusters, plan.seed)?,
@@ -392,9 +386,8 @@ pub fn compare(
         .map(|&i| (a[i] as f64 - b[i] as f64) / samples)
         .collect();
     let difference = diffs.iter().sum::<f64>() / diffs.len().max(1) as f64;
-    let se = clustered_mean_se(&diffs, &clusters).map_err(fe)?;
-    let ci95_bootstrap =
-        cluster_bootstrap_mean_ci(&diffs, &clusters, RESAMPLES, 0.95, plan.seed).map_err(fe)?;
+    let se = clustered_mean_se(&diffs, &clusters)?;
+    let ci95_bootstrap = cluster_bootstrap_mean_ci(&diffs, &clusters, RESAMPLES, 0.95, plan.seed)?;
     let ci95_normal = [difference - Z_95 * se, difference + Z_95 * se];
     let significant = (ci95_normal[0] > 0.0 || ci95_normal[1] < 0.0)
         && (ci95_bootstrap[0] > 0.0 || ci95_bootstrap[1] < 0.0);

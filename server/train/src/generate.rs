@@ -10,6 +10,7 @@
 
 use arlbook_core::agent::tokenizer::{END, PAD};
 use arlbook_core::agent::{HarnessConfig, PolicyInfo};
+pub use arlbook_core::parallel::in_parts;
 use burn::prelude::*;
 
 use super::model::PolicyModel;
@@ -87,7 +88,7 @@ impl Generator for ModelGenerator<'_> {
 /// on a GPU (whose queue already runs the batch in parallel).
 pub fn rollout_threads(device: &Device) -> usize {
     if *device == Device::flex() {
-        std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
+        arlbook_core::parallel::available_threads()
     } else {
         1
     }
@@ -109,50 +110,12 @@ pub fn roll_out(
     })
 }
 
-/// `work` over `items` split into at most `threads` contiguous parts, each on its own
-/// thread, with the results concatenated in the order of `items`.
-pub fn in_parts<T: Sync, R: Send>(
-    items: &[T],
-    threads: usize,
-    work: impl Fn(&[T]) -> Vec<R> + Sync,
-) -> Vec<R> {
-    let threads = threads.clamp(1, items.len().max(1));
-    if threads == 1 {
-        return work(items);
-    }
-    let work = &work;
-    std::thread::scope(|scope| {
-        let workers: Vec<_> = items
-            .chunks(items.len().div_ceil(threads))
-            .map(|part| scope.spawn(move || work(part)))
-            .collect();
-        workers
-            .into_iter()
-            .flat_map(|worker| match worker.join() {
-                Ok(results) => results,
-                // A worker only panics on a bug; carry the panic to the caller.
-                Err(panic) => std::panic::resume_unwind(panic),
-            })
-            .collect()
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::config::ModelConfig;
     use crate::trainer::vocab;
     use arlbook_core::agent::{EpisodeIds, Split, generate_task};
-
-    #[test]
-    fn parts_come_back_in_the_order_of_the_items() {
-        let items: Vec<u32> = (0..11).collect();
-        for threads in [0, 1, 2, 3, 11, 40] {
-            let doubled = in_parts(&items, threads, |part| part.iter().map(|x| x * 2).collect());
-            assert_eq!(doubled, (0..11).map(|x| x * 2).collect::<Vec<_>>());
-        }
-        assert!(in_parts(&[] as &[u32], 4, <[u32]>::to_vec).is_empty());
-    }
 
     /// Splitting a rollout across threads must give every episode the same tokens as
     /// one lockstep over all of them: each episode samples from its own stream, and a

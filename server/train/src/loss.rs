@@ -40,7 +40,7 @@ pub struct SurrogateSettings {
 #[derive(Debug, Clone)]
 pub struct SurrogateInputs {
     /// Behaviour log-probabilities (0 off the mask).
-    pub logp_old: Tensor<2>,
+    pub old_logp: Tensor<2>,
     /// 1 on generated tokens, 0 elsewhere.
     pub mask: Tensor<2>,
     /// Reduction weights `w_ik` (0 off the mask).
@@ -48,7 +48,7 @@ pub struct SurrogateInputs {
     /// Advantages `[N, 1]`.
     pub advantages: Tensor<2>,
     /// Reference log-probabilities, when `beta > 0`.
-    pub logp_ref: Option<Tensor<2>>,
+    pub ref_logp: Option<Tensor<2>>,
 }
 
 /// `log pi(target)` per position: `[N, T]` from logits `[N, T, V]`, the temperature
@@ -80,13 +80,13 @@ pub fn token_entropy(logits: Tensor<3>, temperature: f64) -> Tensor<2> {
     (logp.clone().exp() * logp).sum_dim(2).neg().reshape([n, t])
 }
 
-/// The per-token KL estimate of `logp` against `logp_ref`.
-pub fn kl_per_token(logp: Tensor<2>, logp_ref: Tensor<2>, estimator: KlEstimator) -> Tensor<2> {
+/// The per-token KL estimate of `logp` against `ref_logp`.
+pub fn kl_per_token(logp: Tensor<2>, ref_logp: Tensor<2>, estimator: KlEstimator) -> Tensor<2> {
     match estimator {
-        KlEstimator::K1 => logp - logp_ref,
-        KlEstimator::K2 => (logp - logp_ref).square().mul_scalar(0.5),
+        KlEstimator::K1 => logp - ref_logp,
+        KlEstimator::K2 => (logp - ref_logp).square().mul_scalar(0.5),
         KlEstimator::K3 => {
-            let d = logp_ref - logp;
+            let d = ref_logp - logp;
             d.clone().exp() - d - 1.0
         }
     }
@@ -99,7 +99,7 @@ pub fn surrogate_loss(
     settings: &SurrogateSettings,
 ) -> Tensor<1> {
     let [n, t] = logp.dims();
-    let log_ratio = (logp.clone() - inputs.logp_old.clone()) * inputs.mask.clone();
+    let log_ratio = (logp.clone() - inputs.old_logp.clone()) * inputs.mask.clone();
     let ratio = log_ratio.exp();
     let advantages = inputs.advantages.clone().expand([n, t]);
     let unclipped = ratio.clone() * advantages.clone();
@@ -111,10 +111,10 @@ pub fn surrogate_loss(
         per_token = per_token.mask_where(advantages.lower_elem(0.0), dual);
     }
     if settings.beta > 0.0
-        && let Some(logp_ref) = &inputs.logp_ref
+        && let Some(ref_logp) = &inputs.ref_logp
     {
         let masked_logp = logp * inputs.mask.clone();
-        let masked_ref = logp_ref.clone() * inputs.mask.clone();
+        let masked_ref = ref_logp.clone() * inputs.mask.clone();
         let kl = kl_per_token(masked_logp, masked_ref, settings.kl_estimator);
         per_token = per_token + kl.mul_scalar(settings.beta);
     }
@@ -209,11 +209,11 @@ mod tests {
         let shape = [rows, c.width];
         let logp = tensor(&c.logp, shape, &device).require_grad();
         let inputs = SurrogateInputs {
-            logp_old: tensor(&c.old, shape, &device),
+            old_logp: tensor(&c.old, shape, &device),
             mask: tensor(&mask, shape, &device),
             weights: tensor(&weights, shape, &device),
             advantages: tensor(&c.advantages, [rows, 1], &device),
-            logp_ref: Some(tensor(&c.reference, shape, &device)),
+            ref_logp: Some(tensor(&c.reference, shape, &device)),
         };
         let settings = SurrogateSettings {
             eps_low: 0.2,
@@ -233,8 +233,8 @@ mod tests {
         let expected = policy_loss(
             &PolicyLossInput {
                 logp: &logp_r,
-                logp_old: &old_r,
-                logp_ref: Some(&ref_r),
+                old_logp: &old_r,
+                ref_logp: Some(&ref_r),
                 advantages: TokenAdvantages::PerSequence(&c.advantages),
             },
             &PolicyLossConfig {
@@ -336,11 +336,11 @@ mod tests {
             }
             let shape = [n, c.width];
             let inputs = SurrogateInputs {
-                logp_old: tensor(&pick(&c.old), shape, &device),
+                old_logp: tensor(&pick(&c.old), shape, &device),
                 mask: tensor(&mask, shape, &device),
                 weights: tensor(&weights, shape, &device),
                 advantages: tensor(&c.advantages[range.clone()], [n, 1], &device),
-                logp_ref: None,
+                ref_logp: None,
             };
             f64::from(
                 surrogate_loss(tensor(&pick(&c.logp), shape, &device), &inputs, &settings)

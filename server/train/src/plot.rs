@@ -5,9 +5,9 @@
 use std::path::Path;
 
 use anyhow::{Context, Result};
+use arlbook_core::metrics::{MetricsRow, RowStage};
 use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
-use arlbook_core::metrics::{MetricsRow, RowStage};
 
 /// A measurement of a row.
 type Field = fn(&MetricsRow) -> Option<f64>;
@@ -15,7 +15,12 @@ type Field = fn(&MetricsRow) -> Option<f64>;
 /// Points `(step, value)` of `field` in the rows of `stage` (rows of a step that kept
 /// no rollout left out unless `all_sampled`: runs written before such rows omitted
 /// their statistics logged a mean over none as 0).
-fn series(rows: &[MetricsRow], stage: RowStage, field: Field, all_sampled: bool) -> Vec<(f64, f64)> {
+fn series(
+    rows: &[MetricsRow],
+    stage: RowStage,
+    field: Field,
+    all_sampled: bool,
+) -> Vec<(f64, f64)> {
     rows.iter()
         .filter(|r| r.stage == stage)
         .filter(|r| all_sampled || r.rollouts_used != Some(0))

@@ -13,8 +13,8 @@
 use std::time::Instant;
 
 use anyhow::{Result, bail};
-use burn::prelude::*;
 use arlbook_core::metrics::{MetricsRow, RowStage};
+use burn::prelude::*;
 
 use super::grpo::{collect, distinct};
 use super::optimizer::clip_global_norm;

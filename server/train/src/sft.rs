@@ -23,10 +23,10 @@ use std::time::Instant;
 
 use anyhow::{Result, bail};
 use arlbook_core::agent::{EpisodeIds, Split, Teacher, generate_task, run_episode};
+use arlbook_core::metrics::{MetricsRow, RowStage};
 use arlbook_core::rng::RandomStream;
 use burn::optim::{GradientsAccumulator, GradientsParams};
 use burn::prelude::*;
-use arlbook_core::metrics::{MetricsRow, RowStage};
 
 use super::batching::MicroBatch;
 use super::config::LrSchedule;

@@ -15,10 +15,10 @@ use burn::prelude::*;
 use super::checkpoint::{self, PendingBatch, State};
 use super::config::TrainConfig;
 use super::metrics::{MetricsWriter, Position};
-use arlbook_core::metrics::MetricsRow;
 use super::model::PolicyModel;
 use super::optimizer::adamw;
 use super::progress::Progress;
+use arlbook_core::metrics::MetricsRow;
 
 /// A training run in progress.
 pub struct Trainer {

@@ -143,12 +143,7 @@ fn count_chunk(
 
 /// How many threads for `draws` samples in `items` chunks.
 fn thread_count(draws: usize, items: usize) -> usize {
-    if cfg!(target_arch = "wasm32") || draws < PARALLEL_MIN_SAMPLES {
-        return 1;
-    }
-    std::thread::available_parallelism()
-        .map_or(1, std::num::NonZero::get)
-        .min(items)
+    crate::parallel::threads_for(draws, PARALLEL_MIN_SAMPLES).min(items)
 }
 
 /// The problem of one call, shared by the threads.
@@ -240,22 +235,14 @@ impl Job {
         let parts: Vec<(usize, Vec<Totals>)> = if threads <= 1 {
             vec![(0, self.run(0..items))]
         } else {
-            std::thread::scope(|scope| {
-                let handles: Vec<_> = (0..threads)
-                    .map(|t| {
-                        let range = items * t / threads..items * (t + 1) / threads;
-                        let first_replicate = range.start / self.chunks_per_replicate;
-                        scope.spawn(move || (first_replicate, self.run(range)))
-                    })
-                    .collect();
-                handles
-                    .into_iter()
-                    .map(|h| {
-                        h.join()
-                            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-                    })
-                    .collect()
-            })
+            let jobs: Vec<_> = (0..threads)
+                .map(|t| {
+                    let range = items * t / threads..items * (t + 1) / threads;
+                    let first_replicate = range.start / self.chunks_per_replicate;
+                    move || (first_replicate, self.run(range))
+                })
+                .collect();
+            crate::parallel::run_all(jobs)
         };
         // A replicate cut between two threads appears in both parts: add the pieces.
         let mut totals = vec![Totals::default(); self.replicates];

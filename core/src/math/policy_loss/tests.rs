@@ -24,8 +24,8 @@ fn run(
 ) -> PolicyLoss {
     let input = PolicyLossInput {
         logp,
-        logp_old: old,
-        logp_ref: None,
+        old_logp: old,
+        ref_logp: None,
         advantages: TokenAdvantages::PerSequence(adv),
     };
     policy_loss(&input, config).unwrap()
@@ -129,8 +129,8 @@ fn missing_reference_with_beta_is_named() {
     let logp = Ragged::from_rows(&[vec![-1.0]]);
     let input = PolicyLossInput {
         logp: &logp,
-        logp_old: &logp,
-        logp_ref: None,
+        old_logp: &logp,
+        ref_logp: None,
         advantages: TokenAdvantages::PerSequence(&[1.0]),
     };
     let config = PolicyLossConfig {
@@ -152,7 +152,7 @@ fn missing_reference_with_beta_is_named() {
     );
     let bad_old = Ragged::from_rows(&[vec![0.5]]);
     let input = PolicyLossInput {
-        logp_old: &bad_old,
+        old_logp: &bad_old,
         ..input
     };
     assert_eq!(
@@ -235,7 +235,7 @@ proptest! {
         (logp, old, reference, adv) in batch(), config in config_strategy(),
     ) {
         let loss_at = |lp: &Ragged<f64>| {
-            let input = PolicyLossInput { logp: lp, logp_old: &old, logp_ref: Some(&reference),
+            let input = PolicyLossInput { logp: lp, old_logp: &old, ref_logp: Some(&reference),
                 advantages: TokenAdvantages::PerSequence(&adv) };
             policy_loss(&input, &config).unwrap()
         };
@@ -295,8 +295,8 @@ fn bad_log_probabilities_in_a_large_batch_are_named_in_validation_order() {
     let error = |logp: &Ragged<f64>, old: &Ragged<f64>, reference: Option<&Ragged<f64>>, beta| {
         let input = PolicyLossInput {
             logp,
-            logp_old: old,
-            logp_ref: reference,
+            old_logp: old,
+            ref_logp: reference,
             advantages: TokenAdvantages::PerSequence(&adv),
         };
         let config = PolicyLossConfig {

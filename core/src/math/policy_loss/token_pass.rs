@@ -21,7 +21,7 @@ const PARALLEL_MIN_TOKENS: usize = 1 << 16;
 /// Where each token's ratio comes from.
 #[derive(Clone, Copy)]
 pub(super) enum RatioSource<'a> {
-    /// `exp(logp - logp_old)` per token.
+    /// `exp(logp - old_logp)` per token.
     PerToken,
     /// One ratio per row (GSPO's sequence ratio), repeated on its tokens.
     PerRow(&'a [f64]),
@@ -39,7 +39,7 @@ pub(super) struct TokenPass {
     pub kl_row_sums: Vec<f64>,
     pub ratio_row_sums: Vec<f64>,
     pub ratio_max: f64,
-    /// Every `logp`, `logp_old` and `logp_ref` value is finite and `<= 0`.
+    /// Every `logp`, `old_logp` and `ref_logp` value is finite and `<= 0`.
     pub log_probs_valid: bool,
     /// Every ratio is finite.
     pub ratios_finite: bool,
@@ -226,7 +226,7 @@ fn fill_rows(shared: &Shared<'_>, rows: Range<usize>, out: &mut ChunkOut<'_>) ->
         row_weights,
     } = *shared;
     let offsets = input.logp.offsets();
-    let (logp_all, logp_old_all) = (input.logp.flat(), input.logp_old.flat());
+    let (logp_all, old_logp_all) = (input.logp.flat(), input.old_logp.flat());
     let base = offsets[rows.start];
     let first_row = rows.start;
     let (ratio_low, ratio_high) = (config.clip.ratio_low(), config.clip.ratio_high());
@@ -249,16 +249,16 @@ fn fill_rows(shared: &Shared<'_>, rows: Range<usize>, out: &mut ChunkOut<'_>) ->
         let local = tokens.start - base..tokens.end - base;
         // Checking the row here brings it into cache for the loops below.
         summary.log_probs_valid &= valid_log_probs(&logp_all[tokens.clone()])
-            & valid_log_probs(&logp_old_all[tokens.clone()])
+            & valid_log_probs(&old_logp_all[tokens.clone()])
             & input
-                .logp_ref
+                .ref_logp
                 .is_none_or(|r| valid_log_probs(&r.flat()[tokens.clone()]));
         // Ratios, weights and the k3 exponentials first, in loops simple enough to
         // vectorise; the branchy per-token loop below then only reads them.
         let ratio = &mut out.ratio[local.clone()];
         match ratios {
             RatioSource::PerToken => {
-                let (logp, old) = (&logp_all[tokens.clone()], &logp_old_all[tokens.clone()]);
+                let (logp, old) = (&logp_all[tokens.clone()], &old_logp_all[tokens.clone()]);
                 for ((q, &a), &b) in ratio.iter_mut().zip(logp).zip(old) {
                     *q = a - b;
                 }
@@ -270,9 +270,9 @@ fn fill_rows(shared: &Shared<'_>, rows: Range<usize>, out: &mut ChunkOut<'_>) ->
         let ratio = &out.ratio[local.clone()];
         summary.ratios_finite &= ratio.iter().fold(true, |ok, q| ok & q.is_finite());
         summary.ratio_max = ratio.iter().copied().fold(summary.ratio_max, f64::max);
-        // `kl[t]` holds e^y - 1 for y = -(logp - logp_ref) until the token loop replaces
+        // `kl[t]` holds e^y - 1 for y = -(logp - ref_logp) until the token loop replaces
         // it by the k3 value (the numbers `kl_point` computes, without the clamps).
-        let fast_k3 = match input.logp_ref {
+        let fast_k3 = match input.ref_logp {
             Some(reference) if config.kl_estimator == KlEstimator::K3 && !config.kl_clamp => {
                 let kl = &mut out.kl[local.clone()];
                 let reference = &reference.flat()[tokens.clone()];
@@ -294,7 +294,7 @@ fn fill_rows(shared: &Shared<'_>, rows: Range<usize>, out: &mut ChunkOut<'_>) ->
                 ratio_high,
                 beta: config.beta,
             };
-            let reference = match (fast_k3, input.logp_ref) {
+            let reference = match (fast_k3, input.ref_logp) {
                 (Some(reference), _) => Some(Some(reference)),
                 (None, None) => Some(None),
                 (None, Some(_)) => None,
@@ -337,7 +337,7 @@ fn fill_rows(shared: &Shared<'_>, rows: Range<usize>, out: &mut ChunkOut<'_>) ->
                         d_value_d_logp: -exp_m1,
                     }
                 }
-                None => input.logp_ref.map_or(no_kl, |r| {
+                None => input.ref_logp.map_or(no_kl, |r| {
                     kl_point(logp, r.flat()[t], config.kl_estimator, config.kl_clamp)
                 }),
             };
@@ -362,10 +362,7 @@ fn fill_rows(shared: &Shared<'_>, rows: Range<usize>, out: &mut ChunkOut<'_>) ->
 
 /// How many threads to use for `tokens` tokens.
 pub(super) fn thread_count(tokens: usize) -> usize {
-    if cfg!(target_arch = "wasm32") || tokens < PARALLEL_MIN_TOKENS {
-        return 1;
-    }
-    std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
+    crate::parallel::threads_for(tokens, PARALLEL_MIN_TOKENS)
 }
 
 /// Row ranges with about `total / parts` tokens each, cut at row boundaries.
@@ -396,14 +393,11 @@ fn zeroed_buffers(tokens: usize, threads: usize) -> [Vec<f64>; 5] {
     if threads < 2 {
         return std::array::from_fn(|_| vec![0.0; tokens]);
     }
-    std::thread::scope(|scope| {
-        let helper = scope.spawn(|| [vec![0.0; tokens], vec![0.0; tokens]]);
-        let [c, d, e] = std::array::from_fn(|_| vec![0.0; tokens]);
-        let [a, b] = helper
-            .join()
-            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-        [a, b, c, d, e]
-    })
+    let ([c, d, e], [a, b]) = crate::parallel::join(
+        || std::array::from_fn(|_| vec![0.0; tokens]),
+        || [vec![0.0; tokens], vec![0.0; tokens]],
+    );
+    [a, b, c, d, e]
 }
 
 /// Runs the pass over every token.
@@ -454,23 +448,15 @@ pub(super) fn run(
         vec![fill_rows(&shared, 0..rows, &mut out)]
     } else {
         let shared = &shared;
-        std::thread::scope(|scope| {
-            let handles: Vec<_> = chunks
-                .into_iter()
-                .map(|range| {
-                    let len = offsets[range.end] - offsets[range.start];
-                    let mut chunk = out.split_off_front(range.len(), len);
-                    scope.spawn(move || fill_rows(shared, range, &mut chunk))
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| {
-                    h.join()
-                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-                })
-                .collect()
-        })
+        let jobs: Vec<_> = chunks
+            .into_iter()
+            .map(|range| {
+                let len = offsets[range.end] - offsets[range.start];
+                let mut chunk = out.split_off_front(range.len(), len);
+                move || fill_rows(shared, range, &mut chunk)
+            })
+            .collect();
+        crate::parallel::run_all(jobs)
     };
     for s in summaries {
         pass.clipped_low += s.low;
@@ -499,13 +485,13 @@ mod tests {
         let mut draw =
             |scale: f64| -> Vec<f64> { (0..total).map(|_| -0.2 - scale * rng.uniform()).collect() };
         let logp = Ragged::from_flat(draw(3.0), &lengths).unwrap();
-        let logp_old = Ragged::from_flat(draw(3.0), &lengths).unwrap();
-        let logp_ref = Ragged::from_flat(draw(3.0), &lengths).unwrap();
+        let old_logp = Ragged::from_flat(draw(3.0), &lengths).unwrap();
+        let ref_logp = Ragged::from_flat(draw(3.0), &lengths).unwrap();
         let advantages: Vec<f64> = (0..lengths.len()).map(|i| (i as f64).sin()).collect();
         let input = PolicyLossInput {
             logp: &logp,
-            logp_old: &logp_old,
-            logp_ref: Some(&logp_ref),
+            old_logp: &old_logp,
+            ref_logp: Some(&ref_logp),
             advantages: TokenAdvantages::PerSequence(&advantages),
         };
         let config = PolicyLossConfig {
@@ -556,7 +542,7 @@ mod tests {
         // Token by token, the same bits as the plain scalar formulas.
         for (i, rows) in logp.offsets().windows(2).enumerate() {
             for t in rows[0]..rows[1] {
-                let (lp, old, reference) = (logp.flat()[t], logp_old.flat()[t], logp_ref.flat()[t]);
+                let (lp, old, reference) = (logp.flat()[t], old_logp.flat()[t], ref_logp.flat()[t]);
                 let q = crate::math::fast_exp::exp(lp - old);
                 let term = token_term(q, advantages[i], lp, &config);
                 let kl_term = kl_point(lp, reference, KlEstimator::K3, false);

@@ -29,8 +29,8 @@ use arlbook_core::math::advantage::group_advantages;
 use arlbook_core::metrics::{MetricsRow, RowStage};
 use burn::prelude::*;
 
-pub use collect::{collect, distinct};
 use collect::regroup;
+pub use collect::{collect, distinct};
 pub use update::advantage_options;
 
 use crate::checkpoint::PendingBatch;
@@ -87,7 +87,10 @@ pub fn run(trainer: &mut Trainer) -> Result<()> {
     if trainer.config.grpo.kl_beta > 0.0 && trainer.reference.is_none() {
         trainer.reference = Some(trainer.model.valid());
     }
-    let (steps, every) = (trainer.config.grpo.steps, trainer.config.validation.every_steps);
+    let (steps, every) = (
+        trainer.config.grpo.steps,
+        trainer.config.validation.every_steps,
+    );
     if trainer.position.step == 0 && every > 0 {
         log_validation(trainer, 0)?;
     }
@@ -141,10 +144,17 @@ fn step(trainer: &mut Trainer) -> Result<MetricsRow> {
             .iter()
             .map(|grp| grp.iter().map(|r| r.record.reward).collect())
             .collect();
-        let advantages = group_advantages(&Ragged::from_rows(&rewards), &advantage_options(&config))
-            .map_err(|e| anyhow::anyhow!("advantages: {e}"))?;
+        let advantages =
+            group_advantages(&Ragged::from_rows(&rewards), &advantage_options(&config))
+                .map_err(|e| anyhow::anyhow!("advantages: {e}"))?;
         // 3. Update.
-        let lr = learning_rate(g.learning_rate, step, g.warmup_steps, g.steps, g.lr_schedule);
+        let lr = learning_rate(
+            g.learning_rate,
+            step,
+            g.warmup_steps,
+            g.steps,
+            g.lr_schedule,
+        );
         let first = step == 0 && batch.policy_version == step;
         update::update(trainer, &groups, &advantages.advantages, lr, first)?.fill(&mut row, lr);
     }
@@ -165,14 +175,17 @@ fn batch_row(config: &TrainConfig, step: usize, batch: &PendingBatch, groups: us
     row.policy_lag = Some(step - batch.policy_version);
     row.groups = Some(groups);
     row.rollouts_sampled = Some(batch.sampled);
-    row.extra_rollouts = Some(batch.sampled.saturating_sub(g.tasks_per_batch * g.group_size));
+    row.extra_rollouts = Some(
+        batch
+            .sampled
+            .saturating_sub(g.tasks_per_batch * g.group_size),
+    );
     row.rollouts_used = Some(batch.rollouts.len());
     row.generated_tokens = Some(batch.sampled_tokens);
     row.task_keys = Some(distinct(&batch.task_keys));
     row.discarded = Some(batch.discarded.clone());
     row.effective_group_fraction = Some(batch.effective_fraction);
-    row.sampled_success_rate =
-        Some(batch.sampled_successes as f64 / batch.sampled.max(1) as f64);
+    row.sampled_success_rate = Some(batch.sampled_successes as f64 / batch.sampled.max(1) as f64);
     let kept = &batch.rollouts;
     if !kept.is_empty() {
         let n = kept.len() as f64;

@@ -109,11 +109,11 @@ fn check_zero_gradient(trainer: &Trainer, group: &[Rollout]) -> Result<()> {
         ..surrogate_settings(&trainer.config)
     };
     let inputs = SurrogateInputs {
-        logp_old: micro.logp_old.clone(),
+        old_logp: micro.old_logp.clone(),
         mask: micro.mask.clone(),
         weights: weight_tensor(&micro, &weights, &trainer.device),
         advantages: Tensor::zeros([chunk.len(), 1], &trainer.device),
-        logp_ref: None,
+        ref_logp: None,
     };
     let grads = surrogate_loss(logp, &inputs, &settings).backward();
     let grads = GradientsParams::from_grads(grads, &trainer.model);

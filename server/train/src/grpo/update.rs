@@ -26,7 +26,9 @@ use burn::prelude::*;
 use super::preflight;
 use crate::batching::{MicroBatch, micro_batch, weight_tensor};
 use crate::config::{AdvantageScale, TrainConfig};
-use crate::loss::{SurrogateInputs, SurrogateSettings, surrogate_loss, token_entropy, token_logprobs};
+use crate::loss::{
+    SurrogateInputs, SurrogateSettings, surrogate_loss, token_entropy, token_logprobs,
+};
 use crate::model::PolicyModel;
 use crate::optimizer::clip_global_norm;
 use crate::rollout::Rollout;
@@ -155,7 +157,7 @@ fn ragged_rows(tensor: Tensor<2>, micro: &MicroBatch) -> Result<Ragged<f64>> {
 /// reference (detached, on the training device), and the masked entropy's sum.
 struct Scored {
     logp: Tensor<2>,
-    logp_ref: Option<Tensor<2>>,
+    ref_logp: Option<Tensor<2>>,
     entropy_sum: f64,
 }
 
@@ -169,7 +171,7 @@ fn score(trainer: &Trainer, micro: &MicroBatch) -> Result<Scored> {
         temperature,
         micro.not_kept.clone(),
     );
-    let logp_ref = trainer.reference.as_ref().map(|reference| {
+    let ref_logp = trainer.reference.as_ref().map(|reference| {
         let ref_logits = reference.forward(micro.inputs.clone().to_device(&trainer.plain));
         let ref_logp = token_logprobs(
             ref_logits,
@@ -187,7 +189,7 @@ fn score(trainer: &Trainer, micro: &MicroBatch) -> Result<Scored> {
     );
     Ok(Scored {
         logp,
-        logp_ref,
+        ref_logp,
         entropy_sum,
     })
 }
@@ -218,14 +220,14 @@ fn minibatch_step(
         let micro = micro_batch(&chunk, vocab(), &trainer.device);
         let scored = score(trainer, &micro)?;
         let inputs = SurrogateInputs {
-            logp_old: micro.logp_old.clone(),
+            old_logp: micro.old_logp.clone(),
             mask: micro.mask.clone(),
             weights: weight_tensor(&micro, &weights_per_row[start..end], &trainer.device),
             advantages: Tensor::from_data(
                 TensorData::new(advantages.clone(), [chunk.len(), 1]),
                 &trainer.device,
             ),
-            logp_ref: scored.logp_ref.clone(),
+            ref_logp: scored.ref_logp.clone(),
         };
         let loss = surrogate_loss(scored.logp.clone(), &inputs, &settings);
         let grads = loss.backward();
@@ -240,7 +242,7 @@ fn minibatch_step(
         let check = CoreCheck {
             micro: &micro,
             logp: scored.logp.detach(),
-            logp_ref: scored.logp_ref,
+            ref_logp: scored.ref_logp,
             advantages: &advantages,
             weights: &weights_per_row[start..end],
         };
@@ -263,7 +265,7 @@ fn minibatch_step(
 struct CoreCheck<'a> {
     micro: &'a MicroBatch,
     logp: Tensor<2>,
-    logp_ref: Option<Tensor<2>>,
+    ref_logp: Option<Tensor<2>>,
     advantages: &'a [f32],
     weights: &'a [f64],
 }
@@ -273,9 +275,9 @@ impl CoreCheck<'_> {
     fn add_to(self, stats: &mut UpdateStats, config: &TrainConfig) -> Result<f64> {
         let g = &config.grpo;
         let logp = ragged_rows(self.logp, self.micro)?;
-        let old = ragged_rows(self.micro.logp_old.clone(), self.micro)?;
+        let old = ragged_rows(self.micro.old_logp.clone(), self.micro)?;
         let reference = self
-            .logp_ref
+            .ref_logp
             .map(|t| ragged_rows(t, self.micro))
             .transpose()?;
         let advantages: Vec<f64> = self.advantages.iter().map(|&a| f64::from(a)).collect();
@@ -283,8 +285,8 @@ impl CoreCheck<'_> {
         let core = policy_loss(
             &PolicyLossInput {
                 logp: &logp,
-                logp_old: &old,
-                logp_ref: None,
+                old_logp: &old,
+                ref_logp: None,
                 advantages: TokenAdvantages::PerSequence(&advantages),
             },
             &PolicyLossConfig {
@@ -306,7 +308,11 @@ impl CoreCheck<'_> {
                     .map(|(&lp, &lr)| kl_point(lp, lr, g.kl_estimator, false).value)
                     .sum()
             });
-            let penalty = if reference.is_some() { g.kl_beta * kl } else { 0.0 };
+            let penalty = if reference.is_some() {
+                g.kl_beta * kl
+            } else {
+                0.0
+            };
             stats.core_loss_sum += w * (pg + penalty);
             stats.kl_sum += kl;
         }

@@ -1,0 +1,128 @@
+//! Work split over threads, said once: how many threads to use, and scoped threads
+//! whose results come back in order and whose panics reach the caller.
+//!
+//! On `wasm32` (the notebook in a browser) there are no threads: every helper here
+//! runs its work on the calling thread, so the same code compiles and gives the same
+//! results everywhere. Callers split work so that the result does not depend on the
+//! thread count (each part draws from its own random stream, or sums in a fixed order).
+
+use std::num::NonZero;
+
+/// The threads this machine offers (1 on `wasm32`).
+pub fn available_threads() -> usize {
+    if cfg!(target_arch = "wasm32") {
+        1
+    } else {
+        std::thread::available_parallelism().map_or(1, NonZero::get)
+    }
+}
+
+/// Threads for `work` units of work: 1 below `min_work` (where starting threads costs
+/// more than it saves), else every available thread.
+pub fn threads_for(work: usize, min_work: usize) -> usize {
+    if work < min_work {
+        1
+    } else {
+        available_threads()
+    }
+}
+
+/// Runs every job, each on its own scoped thread (one job runs on the calling thread),
+/// and returns their results in the order of `jobs`. A job's panic is resumed here.
+pub fn run_all<F, R>(jobs: Vec<F>) -> Vec<R>
+where
+    F: FnOnce() -> R + Send,
+    R: Send,
+{
+    if jobs.len() <= 1 || available_threads() == 1 {
+        return jobs.into_iter().map(|job| job()).collect();
+    }
+    std::thread::scope(|scope| {
+        let mut jobs = jobs.into_iter();
+        let first = jobs.next();
+        let handles: Vec<_> = jobs.map(|job| scope.spawn(job)).collect();
+        let mut results: Vec<R> = first.into_iter().map(|job| job()).collect();
+        results.extend(handles.into_iter().map(|handle| {
+            handle
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+        }));
+        results
+    })
+}
+
+/// Runs `a` on the calling thread and `b` on a second one (both here on `wasm32`).
+pub fn join<A, B, RA, RB>(a: A, b: B) -> (RA, RB)
+where
+    A: FnOnce() -> RA,
+    B: FnOnce() -> RB + Send,
+    RB: Send,
+{
+    if available_threads() == 1 {
+        return (a(), b());
+    }
+    std::thread::scope(|scope| {
+        let second = scope.spawn(b);
+        let first = a();
+        let second = second
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        (first, second)
+    })
+}
+
+/// `work` over `items` split into at most `threads` contiguous parts, each on its own
+/// thread, with the results concatenated in the order of `items`.
+pub fn in_parts<T: Sync, R: Send>(
+    items: &[T],
+    threads: usize,
+    work: impl Fn(&[T]) -> Vec<R> + Sync,
+) -> Vec<R> {
+    let threads = threads.clamp(1, items.len().max(1));
+    if threads == 1 {
+        return work(items);
+    }
+    let work = &work;
+    let jobs: Vec<_> = items
+        .chunks(items.len().div_ceil(threads))
+        .map(|part| move || work(part))
+        .collect();
+    run_all(jobs).into_iter().flatten().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn results_come_back_in_order_whatever_the_split() {
+        let items: Vec<u32> = (0..37).collect();
+        let expected: Vec<u32> = items.iter().map(|x| x * x).collect();
+        for threads in [1, 2, 3, 8, 100] {
+            let squares = in_parts(&items, threads, |part| part.iter().map(|x| x * x).collect());
+            assert_eq!(squares, expected, "{threads} threads");
+        }
+        assert!(in_parts(&[] as &[u32], 4, <[u32]>::to_vec).is_empty());
+    }
+
+    #[test]
+    fn run_all_and_join_return_every_result() {
+        let jobs: Vec<_> = (0..5).map(|i| move || i * 10).collect();
+        assert_eq!(run_all(jobs), [0, 10, 20, 30, 40]);
+        assert_eq!(join(|| 1, || "two"), (1, "two"));
+    }
+
+    #[test]
+    #[should_panic(expected = "a worker failed")]
+    fn a_worker_panic_reaches_the_caller() {
+        let jobs: Vec<Box<dyn FnOnce() + Send>> =
+            vec![Box::new(|| ()), Box::new(|| panic!("a worker failed"))];
+        run_all(jobs);
+    }
+
+    #[test]
+    fn small_work_stays_on_one_thread() {
+        assert_eq!(threads_for(10, 100), 1);
+        assert!(threads_for(1000, 100) >= 1);
+    }
+}
