@@ -1,4 +1,5 @@
-//! The arlbook notebook in the browser: chapters, live figures and their controls.
+//! The arlbook notebook in the browser: chapters, live figures and their controls
+//! (Leptos, wasm32).
 //!
 //! ## Layout
 //! - [`chapters`]: one module per chapter (its prose as data) and one file per figure

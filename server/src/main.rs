@@ -1,5 +1,6 @@
 //! The `arlbook` binary: serve the notebook and the API, run the compute API, export
-//! figures and drive the agent environment from the command line.
+//! figures, drive the agent environment, and train and evaluate a policy from the
+//! command line.
 
 use std::process::ExitCode;
 

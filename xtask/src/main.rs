@@ -1,4 +1,5 @@
-//! Project automation for arlbook, run as `cargo xtask <task>`.
+//! Project automation for arlbook: serve, build-web, test, check, e2e, bench,
+//! experiment and device-bundle, run as `cargo xtask <task>`.
 //!
 //! Everything a new machine needs is installed from here (the wasm32 target, Python
 //! packages for benchmarks), so the README's two commands work on a fresh clone:
@@ -11,6 +12,7 @@ mod bench_server;
 mod bench_train;
 mod bench_web;
 mod cmd;
+mod crate_docs;
 mod device;
 mod e2e;
 mod experiment;
