@@ -18,6 +18,7 @@
 
 mod collect;
 pub mod preflight;
+mod settings;
 pub mod update;
 
 use std::time::Instant;
@@ -31,7 +32,7 @@ use burn::prelude::*;
 
 use collect::regroup;
 pub use collect::{collect, distinct};
-pub use update::advantage_options;
+pub use settings::advantage_options;
 
 use crate::checkpoint::PendingBatch;
 use crate::config::TrainConfig;

@@ -13,7 +13,7 @@ use arlbook_core::math::reduction::row_weights;
 use burn::optim::GradientsParams;
 use burn::prelude::*;
 
-use super::update::{advantage_options, surrogate_settings};
+use super::settings::{advantage_options, surrogate_settings};
 use crate::batching::{micro_batch, weight_tensor};
 use crate::loss::{SurrogateInputs, SurrogateSettings, surrogate_loss, token_logprobs};
 use crate::optimizer::global_norm;

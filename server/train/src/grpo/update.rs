@@ -11,7 +11,6 @@
 
 use anyhow::{Context, Result};
 use arlbook_core::Ragged;
-use arlbook_core::math::advantage::{AdvantageOptions, Baseline, Scale};
 use arlbook_core::math::clip::ClipWidths;
 use arlbook_core::math::kl::kl_point;
 use arlbook_core::math::policy_loss::{
@@ -24,46 +23,16 @@ use burn::optim::{GradientsAccumulator, GradientsParams};
 use burn::prelude::*;
 
 use super::preflight;
+use super::settings::surrogate_settings;
 use crate::batching::{MicroBatch, micro_batch, weight_tensor};
-use crate::config::{AdvantageScale, TrainConfig};
-use crate::loss::{
-    SurrogateInputs, SurrogateSettings, surrogate_loss, token_entropy, token_logprobs,
-};
+use crate::config::TrainConfig;
+use crate::loss::{SurrogateInputs, surrogate_loss, token_entropy, token_logprobs};
 use crate::model::PolicyModel;
 use crate::optimizer::clip_global_norm;
 use crate::rollout::Rollout;
 use crate::trainer::{Trainer, vocab};
 
 const ORDER_STREAM: u64 = 0x6771_0000;
-
-/// Advantage options from the config.
-pub fn advantage_options(config: &TrainConfig) -> AdvantageOptions {
-    AdvantageOptions {
-        baseline: if config.grpo.leave_one_out {
-            Baseline::LeaveOneOut
-        } else {
-            Baseline::Mean
-        },
-        scale: match config.grpo.advantage_scale {
-            AdvantageScale::Group => Scale::Group,
-            AdvantageScale::Batch => Scale::Batch,
-            AdvantageScale::None => Scale::None,
-        },
-        std: config.grpo.std_kind,
-        eps: 1e-6,
-    }
-}
-
-/// The surrogate's clip widths and KL penalty from the config.
-pub fn surrogate_settings(config: &TrainConfig) -> SurrogateSettings {
-    SurrogateSettings {
-        eps_low: config.grpo.eps_low,
-        eps_high: config.grpo.eps_high,
-        dual_clip: config.grpo.dual_clip,
-        beta: config.grpo.kl_beta,
-        kl_estimator: config.grpo.kl_estimator,
-    }
-}
 
 /// Token statistics of one step's update, summed over microbatches.
 #[derive(Debug, Default)]
