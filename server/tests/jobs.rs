@@ -413,6 +413,34 @@ fn a_server_stopped_with_sigterm_marks_its_job_interrupted_and_resumes_it() {
 }
 
 #[test]
+fn a_trainer_killed_by_a_signal_is_interrupted_and_resumed_from_its_checkpoint() {
+    let data = scratch("trainer-kill");
+    let sft_steps = 40;
+    let (server, id, before) = job_past_its_first_checkpoint(&data, sft_steps);
+    let pid = before["pid"].as_i64().unwrap();
+    let killed = std::process::Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    // Interrupted with the signal in its error, then started again from the checkpoint.
+    let resumed = wait_for(&server, id, Duration::from_secs(60), |v| {
+        v["resumes"] == 1 || is_final(v)
+    });
+    assert!(
+        resumed["error"].as_str().unwrap_or("").contains("signal 9"),
+        "the signal is in the job's error: {resumed}"
+    );
+    let (rows, end) = read_events(&server, &format!("/api/jobs/{id}/metrics"));
+    assert_eq!(end["state"], "succeeded", "{end}");
+    let view = job(&server, id);
+    assert_eq!(view["resumes"], 1, "{view}");
+    assert_eq!(keys(&rows), expected_keys(sft_steps));
+    assert_eq!(keys(&file_rows(&view)), expected_keys(sft_steps));
+    cleanup(&data);
+}
+
+#[test]
 fn the_queue_starts_jobs_in_order_and_cancel_kills_the_process() {
     let data = scratch("queue");
     let server = start(&data, &["--max-jobs", "1"]);

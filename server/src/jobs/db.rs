@@ -114,6 +114,16 @@ impl Db {
         Ok(self.conn.last_insert_rowid())
     }
 
+    /// How many jobs wait to run (queued or interrupted).
+    pub fn waiting(&self) -> Result<usize> {
+        let count: i64 = self.conn.query_row(
+            "SELECT COUNT(*) FROM jobs WHERE state IN ('queued', 'interrupted')",
+            [],
+            |r| r.get(0),
+        )?;
+        Ok(usize::try_from(count).unwrap_or(usize::MAX))
+    }
+
     /// The job `id`.
     pub fn get(&self, id: i64) -> Result<Option<JobRow>> {
         Ok(self
@@ -181,6 +191,15 @@ impl Db {
         self.conn.execute(
             "UPDATE jobs SET state = ?2 WHERE id = ?1",
             params![id, state.name()],
+        )?;
+        Ok(())
+    }
+
+    /// Marks `id` interrupted with `error` saying why (it resumes when a slot is free).
+    pub fn interrupt(&self, id: i64, error: &str) -> Result<()> {
+        self.conn.execute(
+            "UPDATE jobs SET state = 'interrupted', error = ?2 WHERE id = ?1",
+            params![id, error],
         )?;
         Ok(())
     }

@@ -4,6 +4,7 @@
 //! - [`db`]: the `jobs` table in `<data>/arlbook.db` (WAL mode).
 //! - [`runner`]: the scheduler thread: starts queued jobs as child processes (at most
 //!   `--max-jobs` at a time), reaps them, cancels them, resumes interrupted ones.
+//! - [`lock`]: one server per data folder.
 //! - [`input`]: a job request (training config as JSON, optionally on top of a preset)
 //!   into a validated [`TrainConfig`](arlbook_train::config::TrainConfig).
 //!
@@ -19,6 +20,7 @@
 
 pub mod db;
 pub mod input;
+pub mod lock;
 pub mod runner;
 
 use serde::Serialize;

@@ -40,6 +40,21 @@ struct Inner {
     stopping: bool,
 }
 
+/// Why a job was not queued.
+#[derive(Debug)]
+pub enum SubmitError {
+    /// `max_queued` jobs already wait.
+    QueueFull(usize),
+    /// The database or the job folder failed.
+    Failed(anyhow::Error),
+}
+
+impl From<anyhow::Error> for SubmitError {
+    fn from(err: anyhow::Error) -> Self {
+        Self::Failed(err)
+    }
+}
+
 /// What `cancel` did.
 #[derive(Debug)]
 pub enum CancelOutcome {
@@ -51,6 +66,30 @@ pub enum CancelOutcome {
     Cancelled(JobRow),
 }
 
+/// The signal that ended a process, if one did.
+#[cfg(unix)]
+fn killing_signal(status: std::process::ExitStatus) -> Option<i32> {
+    std::os::unix::process::ExitStatusExt::signal(&status)
+}
+
+/// The signal that ended a process, if one did (never, off Unix).
+#[cfg(not(unix))]
+fn killing_signal(_status: std::process::ExitStatus) -> Option<i32> {
+    None
+}
+
+/// Resumes after a trainer killed by a signal before its job counts as failed.
+pub const MAX_RESUMES: i64 = 3;
+
+/// How much the queue takes on.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Training processes at the same time.
+    pub max_jobs: usize,
+    /// Jobs waiting (queued or interrupted) beyond which a submission is refused.
+    pub max_queued: usize,
+}
+
 /// The job queue and its training processes.
 #[derive(Debug)]
 pub struct Runner {
@@ -59,12 +98,13 @@ pub struct Runner {
     data: PathBuf,
     exe: PathBuf,
     max_jobs: usize,
+    max_queued: usize,
 }
 
 impl Runner {
     /// Opens `<data>/arlbook.db`, marks the jobs a previous server left running as
     /// interrupted, and starts the scheduler thread, which resumes them first.
-    pub fn open(data: &Path, max_jobs: usize, exe: PathBuf) -> Result<Arc<Self>> {
+    pub fn open(data: &Path, limits: Limits, exe: PathBuf) -> Result<Arc<Self>> {
         std::fs::create_dir_all(data.join("jobs"))
             .with_context(|| format!("creating {}", data.join("jobs").display()))?;
         let db = Db::open(&data.join("arlbook.db"))?;
@@ -84,7 +124,8 @@ impl Runner {
             wake: Condvar::new(),
             data: data.to_owned(),
             exe,
-            max_jobs: max_jobs.max(1),
+            max_jobs: limits.max_jobs.max(1),
+            max_queued: limits.max_queued,
         });
         let scheduler = Arc::clone(&runner);
         std::thread::Builder::new()
@@ -110,14 +151,19 @@ impl Runner {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Queues a job: writes `<dir>/config.toml`, then the row.
+    /// Queues a job: writes `<dir>/config.toml`, then the row; refused when
+    /// `max_queued` jobs already wait.
     pub fn submit(
         &self,
         config_toml: &str,
         config_json: &str,
         preset: Option<&str>,
-    ) -> Result<JobRow> {
+    ) -> Result<JobRow, SubmitError> {
         let inner = self.lock();
+        let waiting = inner.db.waiting()?;
+        if waiting >= self.max_queued {
+            return Err(SubmitError::QueueFull(waiting));
+        }
         let id = inner.db.insert(config_json, preset, now_unix_ms())?;
         let dir = self.job_dir(id);
         let written = std::fs::create_dir_all(&dir)
@@ -127,7 +173,7 @@ impl Runner {
             inner
                 .db
                 .finish(id, JobState::Failed, None, Some(&message), now_unix_ms())?;
-            anyhow::bail!(message);
+            return Err(anyhow::anyhow!(message).into());
         }
         let row = inner.db.get(id)?.context("the job vanished after insert")?;
         drop(inner);
@@ -217,6 +263,8 @@ impl Runner {
                 inner
                     .db
                     .finish(id, JobState::Succeeded, code, None, now_unix_ms())?;
+            } else if let Some(reason) = self.resumable_kill(&inner.db, id, status)? {
+                inner.db.interrupt(id, &reason)?;
             } else {
                 let tail = log_tail(&self.job_dir(id).join("train.log"));
                 inner
@@ -250,6 +298,32 @@ impl Runner {
             }
         }
         Ok(())
+    }
+
+    /// Why job `id`'s trainer, ended by `status`, should be resumed, if it should: it
+    /// was killed by a signal (the OOM killer, a `kill -9`, a reboot of its session)
+    /// rather than failing on its own, it has a checkpoint to resume from, and it has
+    /// been resumed fewer than [`MAX_RESUMES`] times (a job killed at every start
+    /// fails instead of looping).
+    fn resumable_kill(
+        &self,
+        db: &super::db::Db,
+        id: i64,
+        status: Option<std::process::ExitStatus>,
+    ) -> Result<Option<String>> {
+        let Some(signal) = status.and_then(killing_signal) else {
+            return Ok(None);
+        };
+        let has_checkpoint = matches!(checkpoint::latest(&self.job_dir(id)), Ok(Some(_)));
+        let resumes = db.get(id)?.map_or(i64::MAX, |job| job.resumes);
+        if !has_checkpoint || resumes >= MAX_RESUMES {
+            return Ok(None);
+        }
+        Ok(Some(format!(
+            "the training process was killed by signal {signal}; resuming from its last \
+             checkpoint (resume {} of at most {MAX_RESUMES})",
+            resumes + 1
+        )))
     }
 
     /// `arlbook train` on the job folder: fresh, or `--resume` from its checkpoint.

@@ -57,6 +57,11 @@ pub async fn require_token(State(token): State<Token>, request: Request, next: N
 /// Middleware: an error status whose body is not JSON gets a JSON body naming the
 /// problem (413 from the body limit, 408 from the timeout, 405 from routing...).
 pub async fn json_errors(request: Request, next: Next) -> Response {
+    let body_limit = if request.uri().path().starts_with("/api/jobs") {
+        super::MAX_JOB_BODY_BYTES
+    } else {
+        super::MAX_BODY_BYTES
+    };
     let response = next.run(request).await;
     let status = response.status();
     let is_json = response
@@ -68,10 +73,11 @@ pub async fn json_errors(request: Request, next: Next) -> Response {
         return response;
     }
     let message = match status {
-        StatusCode::PAYLOAD_TOO_LARGE => format!(
-            "the request body is larger than this route accepts ({} bytes at most for the compute API)",
-            super::MAX_BODY_BYTES
-        ),
+        StatusCode::PAYLOAD_TOO_LARGE => {
+            format!(
+                "the request body is larger than this route accepts ({body_limit} bytes at most)"
+            )
+        }
         StatusCode::REQUEST_TIMEOUT => format!(
             "the request took longer than {} s",
             super::REQUEST_TIMEOUT.as_secs()

@@ -15,7 +15,7 @@ use tokio::sync::watch;
 use super::{error_response, metrics_stream};
 use crate::jobs::db::JobRow;
 use crate::jobs::input;
-use crate::jobs::runner::{CancelOutcome, Runner};
+use crate::jobs::runner::{CancelOutcome, Runner, SubmitError};
 use arlbook_train::checkpoint;
 
 /// What the job handlers share.
@@ -62,6 +62,7 @@ fn view(runner: &Runner, job: &JobRow, detail: bool) -> Value {
         "resumes": job.resumes,
         "exit_code": job.exit_code,
         "error": job.error,
+        "pid": job.pid,
         "dir": dir,
     });
     if detail {
@@ -102,7 +103,17 @@ pub async fn submit(State(state): State<JobsState>, body: Bytes) -> Response {
             )
                 .into_response()
         }
-        Ok(Err(err)) => internal(&err),
+        Ok(Err(SubmitError::QueueFull(waiting))) => error_response(
+            StatusCode::TOO_MANY_REQUESTS,
+            &FieldError::new(
+                "(queue)",
+                format!(
+                    "{waiting} jobs already wait to run (`arlbook serve --max-queued`); \
+                     try again when some have finished, or cancel one"
+                ),
+            ),
+        ),
+        Ok(Err(SubmitError::Failed(err))) => internal(&err),
         Err(err) => internal(&anyhow::anyhow!("{err}")),
     }
 }

@@ -37,14 +37,16 @@ use serde_json::json;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::limit::RequestBodyLimitLayer;
 
-use crate::jobs::runner::Runner;
+use crate::jobs::runner::{Limits, Runner};
 use job_routes::JobsState;
 
 mod compute_routes;
 pub mod hardening;
 mod job_routes;
+mod listen;
 mod metrics_stream;
 pub mod openapi;
+mod same_origin;
 mod web_files;
 
 /// The largest accepted request body.
@@ -77,6 +79,27 @@ pub struct ServeArgs {
     /// Training jobs that run at the same time; the rest wait in order.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub max_jobs: u16,
+    /// Jobs that may wait to run (queued or interrupted); a submission beyond them is
+    /// answered 429.
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub max_queued: u32,
+    /// A host name (besides IP addresses and localhost) under which the API answers,
+    /// such as the machine's name on a LAN; repeatable. Other names are refused, so a
+    /// page cannot reach the server by re-pointing its own DNS name (rebinding).
+    #[arg(long = "allowed-host", value_name = "NAME")]
+    pub allowed_hosts: Vec<String>,
+    /// An origin (`https://course.example.org`) whose pages may send changing requests
+    /// besides the server's own; repeatable.
+    #[arg(long = "allowed-origin", value_name = "ORIGIN")]
+    pub allowed_origins: Vec<String>,
+    /// Open connections at most; more wait until one closes (lowered to leave part of
+    /// the process's descriptor limit free).
+    #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub max_connections: u32,
+    /// Seconds a connection has to send its request headers, and to start its next
+    /// request when idle; then it is closed.
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub header_timeout: u64,
     /// Bearer token for POST and DELETE /api/jobs. Required whenever the server listens
     /// beyond loopback (one is generated and printed if not given); on loopback it is
     /// only checked when given.
@@ -104,7 +127,12 @@ async fn openapi_document() -> Json<serde_json::Value> {
 }
 
 /// The application's routes (without the listener).
-pub fn router(web_dir: &Path, jobs: JobsState, token: hardening::Token) -> Router {
+pub fn router(
+    web_dir: &Path,
+    jobs: JobsState,
+    token: hardening::Token,
+    same_origin: same_origin::SameOrigin,
+) -> Router {
     let web_dir: Arc<Path> = Arc::from(web_dir);
     let job_api = Router::new()
         .route("/api/presets", get(job_routes::presets))
@@ -132,6 +160,10 @@ pub fn router(web_dir: &Path, jobs: JobsState, token: hardening::Token) -> Route
             let web_dir = Arc::clone(&web_dir);
             async move { web_files::serve(&web_dir, request).await }
         })
+        .layer(axum::middleware::from_fn_with_state(
+            same_origin,
+            same_origin::check,
+        ))
         .layer(RequestBodyLimitLayer::new(MAX_BODY_BYTES))
         .layer(tower_http::timeout::TimeoutLayer::with_status_code(
             StatusCode::REQUEST_TIMEOUT,
@@ -224,8 +256,13 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     let token = resolve_token(args)?;
     std::fs::create_dir_all(&args.data)
         .with_context(|| format!("creating the data directory {}", args.data.display()))?;
+    let _data_lock = crate::jobs::lock::lock_data(&args.data)?;
     let exe = std::env::current_exe().context("finding the arlbook binary to run jobs with")?;
-    let runner = Runner::open(&args.data, usize::from(args.max_jobs), exe)?;
+    let limits = Limits {
+        max_jobs: usize::from(args.max_jobs),
+        max_queued: args.max_queued as usize,
+    };
+    let runner = Runner::open(&args.data, limits, exe)?;
     let (shutdown_sender, shutdown) = tokio::sync::watch::channel(false);
     let jobs = JobsState {
         runner: Arc::clone(&runner),
@@ -242,14 +279,26 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
             .with_context(|| format!("binding {}", args.addr))?;
         let local = listener.local_addr().context("reading the bound address")?;
         outln!("arlbook is serving the notebook at http://{local}/");
-        axum::serve(listener, router(&args.web, jobs, token))
-            .with_graceful_shutdown(async move {
-                stop_signal().await;
-                // Ends the metrics streams so their connections can close.
-                let _ = shutdown_sender.send(true);
-            })
-            .await
-            .context("serving HTTP")
+        let same_origin = same_origin::SameOrigin {
+            hosts: args
+                .allowed_hosts
+                .iter()
+                .map(|h| h.to_ascii_lowercase())
+                .collect(),
+            origins: args.allowed_origins.iter().cloned().collect(),
+        };
+        let limits = listen::ConnectionLimits {
+            header_timeout: Duration::from_secs(args.header_timeout),
+            max_connections: args.max_connections as usize,
+        };
+        let app = router(&args.web, jobs, token, same_origin);
+        listen::serve(listener, app, limits, async move {
+            stop_signal().await;
+            // Ends the metrics streams so their connections can close.
+            let _ = shutdown_sender.send(true);
+        })
+        .await;
+        anyhow::Ok(())
     });
     runner.shutdown();
     served

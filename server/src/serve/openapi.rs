@@ -171,7 +171,11 @@ pub fn document() -> Value {
         "info": {
             "title": "arlbook",
             "version": env!("CARGO_PKG_VERSION"),
-            "description": "The compute API and the training-job API of `arlbook serve`.",
+            "description": "The compute API and the training-job API of `arlbook serve`. \
+                Every route answers only under an IP address, localhost or an --allowed-host \
+                name (403, field host); POST and DELETE from another site's Origin are refused \
+                (403, origin); request bodies must be application/json (415, content-type); \
+                a full job queue answers 429.",
         },
         "paths": paths,
         "components": {
