@@ -441,6 +441,56 @@ fn a_trainer_killed_by_a_signal_is_interrupted_and_resumed_from_its_checkpoint()
 }
 
 #[test]
+fn a_lost_database_never_hands_an_old_folder_to_a_new_job() {
+    let data = scratch("lost-db");
+    let (mut server, _, _) = job_past_its_first_checkpoint(&data, 40);
+    server.kill();
+    for file in ["arlbook.db", "arlbook.db-wal", "arlbook.db-shm"] {
+        let _ = std::fs::remove_file(data.join(file));
+    }
+    let server = start(&data, &[]);
+    // The new database starts again at id 1, with another config (6 SFT steps).
+    let mut request = tiny(6);
+    request["seed"] = json!(5);
+    let id = submit(&server, &request)["id"].as_u64().unwrap();
+    assert_eq!(id, 1);
+    let (rows, end) = read_events(&server, "/api/jobs/1/metrics");
+    assert_eq!(end["state"], "succeeded", "{end}");
+    let view = job(&server, id);
+    assert_eq!(view["resumes"], 0, "the new job resumed nothing: {view}");
+    assert_eq!(keys(&rows), expected_keys(6), "only the new job's own rows");
+    let orphans: Vec<_> = std::fs::read_dir(data.join("jobs"))
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().starts_with("orphaned-1-"))
+        .collect();
+    assert_eq!(orphans.len(), 1, "the old job's folder is kept aside");
+    assert!(orphans[0].path().join("checkpoints").is_dir());
+    cleanup(&data);
+}
+
+#[test]
+fn a_folder_of_another_job_is_not_resumed() {
+    let data = scratch("foreign-folder");
+    let (mut server, id, before) = job_past_its_first_checkpoint(&data, 40);
+    server.kill();
+    let dir = Path::new(before["dir"].as_str().unwrap()).to_owned();
+    std::fs::write(dir.join("job.key"), "0123456789abcdef0123456789abcdef").unwrap();
+    let server = start(&data, &[]);
+    let view = wait_for(&server, id, Duration::from_secs(60), is_final);
+    assert_eq!(view["state"], "failed", "{view}");
+    assert!(
+        view["error"]
+            .as_str()
+            .unwrap()
+            .contains("belongs to another job"),
+        "{view}"
+    );
+    drop(server);
+    cleanup(&data);
+}
+
+#[test]
 fn the_queue_starts_jobs_in_order_and_cancel_kills_the_process() {
     let data = scratch("queue");
     let server = start(&data, &["--max-jobs", "1"]);

@@ -33,6 +33,9 @@ pub struct JobRow {
     pub error: Option<String>,
     /// The process id of its latest training process.
     pub pid: Option<i64>,
+    /// The job's identity, also in its folder's `job.key` (none for rows written
+    /// before keys existed).
+    pub job_key: Option<String>,
 }
 
 const SCHEMA: &str = "
@@ -47,13 +50,14 @@ CREATE TABLE IF NOT EXISTS jobs (
     resumes INTEGER NOT NULL DEFAULT 0,
     exit_code INTEGER,
     error TEXT,
-    pid INTEGER
+    pid INTEGER,
+    job_key TEXT
 );
 CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs(state, id);
 ";
 
 const COLUMNS: &str = "id, state, config_json, preset, created_unix_ms, started_unix_ms, \
-                       finished_unix_ms, resumes, exit_code, error, pid";
+                       finished_unix_ms, resumes, exit_code, error, pid, job_key";
 
 fn from_row(row: &Row<'_>) -> rusqlite::Result<JobRow> {
     let state: String = row.get(1)?;
@@ -70,6 +74,7 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<JobRow> {
         exit_code: row.get(8)?,
         error: row.get(9)?,
         pid: row.get(10)?,
+        job_key: row.get(11)?,
     })
 }
 
@@ -94,6 +99,16 @@ impl Db {
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
         conn.execute_batch(SCHEMA)
             .with_context(|| format!("creating the tables of {}", path.display()))?;
+        // A database from before job keys: add the column (its rows keep no key).
+        let has_key: bool = conn.query_row(
+            "SELECT COUNT(*) > 0 FROM pragma_table_info('jobs') WHERE name = 'job_key'",
+            [],
+            |r| r.get(0),
+        )?;
+        if !has_key {
+            conn.execute_batch("ALTER TABLE jobs ADD COLUMN job_key TEXT")
+                .with_context(|| format!("adding job keys to {}", path.display()))?;
+        }
         Ok(Self { conn })
     }
 
@@ -106,10 +121,17 @@ impl Db {
     }
 
     /// Adds a queued job and returns its id.
-    pub fn insert(&self, config_json: &str, preset: Option<&str>, now: i64) -> Result<i64> {
+    pub fn insert(
+        &self,
+        config_json: &str,
+        preset: Option<&str>,
+        job_key: &str,
+        now: i64,
+    ) -> Result<i64> {
         self.conn.execute(
-            "INSERT INTO jobs (state, config_json, preset, created_unix_ms) VALUES (?1, ?2, ?3, ?4)",
-            params![JobState::Queued.name(), config_json, preset, now],
+            "INSERT INTO jobs (state, config_json, preset, created_unix_ms, job_key) \
+             VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![JobState::Queued.name(), config_json, preset, now, job_key],
         )?;
         Ok(self.conn.last_insert_rowid())
     }
@@ -240,8 +262,8 @@ mod tests {
         {
             let db = Db::open(&path).unwrap();
             assert_eq!(db.journal_mode().unwrap(), "wal");
-            let a = db.insert("{}", Some("cpu-small"), 1).unwrap();
-            let b = db.insert("{}", None, 2).unwrap();
+            let a = db.insert("{}", Some("cpu-small"), "key-a", 1).unwrap();
+            let b = db.insert("{}", None, "key-b", 2).unwrap();
             db.mark_started(a, 42, false, 3).unwrap();
             assert_eq!(db.next_to_start().unwrap().unwrap().id, b);
         }

@@ -4,7 +4,7 @@
 //! - [`db`]: the `jobs` table in `<data>/arlbook.db` (WAL mode).
 //! - [`runner`]: the scheduler thread: starts queued jobs as child processes (at most
 //!   `--max-jobs` at a time), reaps them, cancels them, resumes interrupted ones.
-//! - [`lock`]: one server per data folder.
+//! - [`lock`]: one server per data folder; [`identity`]: each job folder's key.
 //! - [`input`]: a job request (training config as JSON, optionally on top of a preset)
 //!   into a validated [`TrainConfig`](arlbook_train::config::TrainConfig).
 //!
@@ -19,6 +19,7 @@
 //! with SIGKILL leaves no training process behind to race a resumed one.
 
 pub mod db;
+pub mod identity;
 pub mod input;
 pub mod lock;
 pub mod runner;

@@ -15,6 +15,7 @@ use anyhow::{Context, Result};
 
 use super::JobState;
 use super::db::{Db, JobRow};
+use super::identity;
 use super::now_unix_ms;
 use arlbook_train::checkpoint;
 
@@ -164,12 +165,21 @@ impl Runner {
         if waiting >= self.max_queued {
             return Err(SubmitError::QueueFull(waiting));
         }
-        let id = inner.db.insert(config_json, preset, now_unix_ms())?;
+        let key = identity::new_key()?;
+        let id = inner.db.insert(config_json, preset, &key, now_unix_ms())?;
         let dir = self.job_dir(id);
-        let written = std::fs::create_dir_all(&dir)
-            .and_then(|()| std::fs::write(dir.join("config.toml"), config_toml));
+        let written = identity::claim(&dir, &key, now_unix_ms()).and_then(|aside| {
+            if let Some(aside) = aside {
+                eprintln!(
+                    "job {id}: its folder held another run (a lost database?); moved it to {}",
+                    aside.display()
+                );
+            }
+            std::fs::write(dir.join("config.toml"), config_toml)
+                .with_context(|| format!("writing {}", dir.join("config.toml").display()))
+        });
         if let Err(err) = written {
-            let message = format!("writing {}: {err}", dir.display());
+            let message = format!("{err:#}");
             inner
                 .db
                 .finish(id, JobState::Failed, None, Some(&message), now_unix_ms())?;
@@ -278,7 +288,9 @@ impl Runner {
             };
             let dir = self.job_dir(job.id);
             let resume = matches!(checkpoint::latest(&dir), Ok(Some(_)));
-            match self.spawn(&dir, resume) {
+            let started = identity::verify(&dir, job.job_key.as_deref(), resume)
+                .and_then(|()| self.spawn(&dir, resume));
+            match started {
                 Ok(child) => {
                     inner
                         .db
@@ -286,7 +298,7 @@ impl Runner {
                     inner.running.insert(job.id, Running { child });
                 }
                 Err(err) => {
-                    let message = format!("starting the training process: {err:#}");
+                    let message = format!("not started: {err:#}");
                     inner.db.finish(
                         job.id,
                         JobState::Failed,

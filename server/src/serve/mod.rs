@@ -173,22 +173,6 @@ pub fn router(
         .layer(CatchPanicLayer::custom(hardening::panic_response))
 }
 
-/// A random token: 128 bits from the operating system, as hex.
-fn generate_token() -> anyhow::Result<String> {
-    use std::io::Read;
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut bytes = [0_u8; 16];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut bytes))
-        .context("reading /dev/urandom for a token (pass --token instead)")?;
-    let mut token = String::with_capacity(32);
-    for byte in bytes {
-        token.push(char::from(HEX[usize::from(byte >> 4)]));
-        token.push(char::from(HEX[usize::from(byte & 0xf)]));
-    }
-    Ok(token)
-}
-
 /// The token the job routes require: the given one, or a generated one when the
 /// server listens beyond loopback.
 fn resolve_token(args: &ServeArgs) -> anyhow::Result<hardening::Token> {
@@ -197,7 +181,8 @@ fn resolve_token(args: &ServeArgs) -> anyhow::Result<hardening::Token> {
         (Some(token), _) => Some(token.clone()),
         (None, true) => None,
         (None, false) => {
-            let token = generate_token()?;
+            let token = crate::jobs::identity::random_hex(16)
+                .context("making a token (pass --token instead)")?;
             eprintln!("job API token (send `Authorization: Bearer <token>`): {token}");
             Some(token)
         }
