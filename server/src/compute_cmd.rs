@@ -142,10 +142,10 @@ fn report_fallback(backend: &ComputedOn) {
     }
 }
 
-/// Parses the request text; syntax errors name the whole request.
+/// Parses the request text strictly (a key given twice is refused, naming it); syntax
+/// errors name the whole request.
 fn parse_json(text: &str) -> Result<Value, FieldError> {
-    serde_json::from_str(text)
-        .map_err(|e| FieldError::new("(request)", format!("not valid JSON: {e}")))
+    crate::strict_json::parse(text.as_bytes())
 }
 
 fn print_json(value: &Value, pretty: bool) {

@@ -12,6 +12,7 @@ mod figure_cmd;
 mod jobs;
 mod output;
 mod serve;
+mod strict_json;
 
 mod train_cmd;
 

@@ -4,10 +4,10 @@
 
 use std::path::Path;
 
-use arlbook_core::{FieldError, api};
+use arlbook_core::FieldError;
 use serde_json::{Map, Value};
 
-use arlbook_train::config::TrainConfig;
+use arlbook_train::config::{TrainConfig, merge_fields};
 
 /// The longest accepted preset name.
 const MAX_PRESET_LEN: usize = 64;
@@ -23,8 +23,7 @@ pub struct JobRequest {
 
 /// Parses and validates a request body against the presets in `configs`.
 pub fn parse(body: &[u8], configs: &Path) -> Result<JobRequest, FieldError> {
-    let value: Value = serde_json::from_slice(body)
-        .map_err(|e| FieldError::new("(request)", format!("not valid JSON: {e}")))?;
+    let value = crate::strict_json::parse(body)?;
     let Value::Object(mut fields) = value else {
         return Err(FieldError::new(
             "(request)",
@@ -39,12 +38,12 @@ pub fn parse(body: &[u8], configs: &Path) -> Result<JobRequest, FieldError> {
     let merged = match &preset {
         Some(name) => {
             let mut base = load_preset(name, configs)?;
-            merge(&mut base, fields);
+            merge_fields(&mut base, fields);
             base
         }
         None => fields,
     };
-    let config: TrainConfig = api::parse_request(Value::Object(merged))?;
+    let config = TrainConfig::from_fields(Value::Object(merged))?;
     config.validate().map_err(|err| {
         let text = err.to_string();
         match text.split_once(": ") {
@@ -97,7 +96,7 @@ pub fn load_preset(name: &str, configs: &Path) -> Result<Map<String, Value>, Fie
 /// the defaults of those it leaves out, as JSON (what `GET /api/presets` shows, so a
 /// form can show the value a field it leaves empty will take).
 pub fn resolved_preset(name: &str, configs: &Path) -> Result<Value, FieldError> {
-    let config: TrainConfig = api::parse_request(Value::Object(load_preset(name, configs)?))?;
+    let config = TrainConfig::from_fields(Value::Object(load_preset(name, configs)?))?;
     serde_json::to_value(config)
         .map_err(|e| FieldError::new("preset", format!("`{name}` does not convert to JSON: {e}")))
 }
@@ -131,18 +130,6 @@ pub fn presets(configs: &Path) -> Vec<String> {
     names
 }
 
-/// Overrides `base` with `patch`, table by table.
-fn merge(base: &mut Map<String, Value>, patch: Map<String, Value>) {
-    for (key, value) in patch {
-        match (base.get_mut(&key), value) {
-            (Some(Value::Object(inner)), Value::Object(patch_inner)) => merge(inner, patch_inner),
-            (_, value) => {
-                base.insert(key, value);
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -170,6 +157,33 @@ mod tests {
         assert_eq!(request.config.sft, preset.sft, "from the preset");
         assert_eq!(request.config.model, preset.model, "from the preset");
         assert_eq!(request.config.grpo.group_size, preset.grpo.group_size);
+    }
+
+    #[test]
+    fn bodies_are_strict_and_defaults_are_one_set() {
+        // A list where a table belongs would reset the preset's table.
+        assert_eq!(field_of(&json!({"preset": "cpu-small", "sft": [5]})), "sft");
+        assert_eq!(field_of(&json!({"model": 3})), "model");
+        let err = parse(br#"{"seed": 1, "seed": 2}"#, &configs()).unwrap_err();
+        assert_eq!(err.field, "seed");
+        let err = parse(br#"{"grpo": {"steps": 1, "steps": 9}}"#, &configs()).unwrap_err();
+        assert_eq!(err.field, "grpo.steps");
+        // A table written in part takes the other fields' defaults from the same
+        // place as a table left out.
+        let none = parse(b"{}", &configs()).unwrap().config;
+        let part = parse(br#"{"harness": {"max_turns": 8}}"#, &configs())
+            .unwrap()
+            .config;
+        assert_eq!(part.harness, none.harness);
+        let toml_part = TrainConfig::from_toml("[harness]\nmax_turns = 8\n").unwrap();
+        assert_eq!(toml_part.harness, none.harness);
+        assert!(
+            TrainConfig::from_toml("sft = [5]\n")
+                .unwrap_err()
+                .to_string()
+                .starts_with("sft:"),
+            "the TOML file is as strict"
+        );
     }
 
     #[test]

@@ -47,14 +47,9 @@ pub async fn compute(Path(name): Path<String>, body: Bytes) -> Response {
     if !known(&name) {
         return unknown(&name);
     }
-    let request: Value = match serde_json::from_slice(&body) {
+    let request: Value = match crate::strict_json::parse(&body) {
         Ok(v) => v,
-        Err(e) => {
-            return error_response(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                &FieldError::new("(request)", format!("not valid JSON: {e}")),
-            );
-        }
+        Err(err) => return error_response(StatusCode::UNPROCESSABLE_ENTITY, &err),
     };
     let outcome = tokio::task::spawn_blocking(move || api::compute(&name, request)).await;
     match outcome {

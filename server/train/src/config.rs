@@ -11,6 +11,7 @@
 //! `dynamic_sampling` (DAPO's filter), `max_policy_lag`.
 
 use anyhow::{Result, bail};
+use arlbook_core::FieldError;
 use arlbook_core::agent::HarnessConfig;
 use arlbook_core::math::advantage::StdKind;
 use arlbook_core::math::kl::KlEstimator;
@@ -358,6 +359,10 @@ pub struct TrainConfig {
     pub arm: RlArm,
     /// Save a checkpoint every this many optimizer steps (SFT and GRPO). Default 25.
     pub checkpoint_every: usize,
+    /// The training memory a config may ask for, in MiB, estimated before anything is
+    /// allocated (`footprint`); a config over it is refused naming `model`. Default
+    /// 16384.
+    pub memory_budget_mb: usize,
     /// The model.
     pub model: ModelConfig,
     /// The environment's budgets.
@@ -381,6 +386,7 @@ impl Default for TrainConfig {
             backend: BackendChoice::Auto,
             arm: RlArm::Grpo,
             checkpoint_every: 25,
+            memory_budget_mb: 16384,
             model: ModelConfig::default(),
             harness: HarnessConfig {
                 max_turns: 8,
@@ -405,12 +411,85 @@ fn require(ok: bool, field: &str, message: &str) -> Result<()> {
     }
 }
 
+/// Refuses a table of `defaults` given as something else in `fields`, at any depth.
+fn check_tables(
+    fields: &serde_json::Value,
+    defaults: &serde_json::Value,
+    path: &str,
+) -> std::result::Result<(), FieldError> {
+    let (Some(fields), Some(defaults)) = (fields.as_object(), defaults.as_object()) else {
+        return Ok(());
+    };
+    for (key, value) in fields {
+        let Some(default) = defaults.get(key) else {
+            continue;
+        };
+        let at = if path.is_empty() {
+            key.clone()
+        } else {
+            format!("{path}.{key}")
+        };
+        if default.is_object() && !value.is_object() {
+            return Err(FieldError::new(
+                at,
+                "must be a table of settings (a JSON object), not a list or a single value",
+            ));
+        }
+        check_tables(value, default, &at)?;
+    }
+    Ok(())
+}
+
+/// `patch` over `base`, table by table.
+pub fn merge_fields(
+    base: &mut serde_json::Map<String, serde_json::Value>,
+    patch: serde_json::Map<String, serde_json::Value>,
+) {
+    for (key, value) in patch {
+        match (base.get_mut(&key), value) {
+            (Some(serde_json::Value::Object(inner)), serde_json::Value::Object(patch)) => {
+                merge_fields(inner, patch);
+            }
+            (_, value) => {
+                base.insert(key, value);
+            }
+        }
+    }
+}
+
 impl TrainConfig {
     /// Parses TOML and validates; errors name the field.
     pub fn from_toml(text: &str) -> Result<Self> {
-        let config: Self = toml::from_str(text).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let table: toml::Table = toml::from_str(text).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let config = Self::from_fields(serde_json::to_value(table)?)?;
         config.validate()?;
         Ok(config)
+    }
+
+    /// The config from its fields as JSON (the TOML file's tables as objects), not yet
+    /// validated. One set of defaults whatever a table's completeness: every field
+    /// left out takes its value from [`TrainConfig::default`], inside a table written
+    /// only in part too. A table given as a list or a single value, an unknown field
+    /// and a value of the wrong type are refused, naming the field.
+    pub fn from_fields(fields: serde_json::Value) -> std::result::Result<Self, FieldError> {
+        let serde_json::Value::Object(fields) = fields else {
+            return Err(FieldError::new(
+                "(config)",
+                "expected the fields of a training config as a table (a JSON object)",
+            ));
+        };
+        let defaults = serde_json::to_value(Self::default()).map_err(|e| {
+            FieldError::new("(config)", format!("the defaults do not serialise: {e}"))
+        })?;
+        let fields = serde_json::Value::Object(fields);
+        check_tables(&fields, &defaults, "")?;
+        let (serde_json::Value::Object(mut merged), serde_json::Value::Object(fields)) =
+            (defaults, fields)
+        else {
+            return Err(FieldError::new("(config)", "the defaults are not a table"));
+        };
+        merge_fields(&mut merged, fields);
+        arlbook_core::api::parse_request(serde_json::Value::Object(merged))
     }
 
     /// Checks every range; the error names the first bad field.
@@ -451,7 +530,16 @@ impl TrainConfig {
             "sft.recovery_tasks",
             "must be at least 1 when sft.recovery_steps is set",
         )?;
-        self.validate_rest()
+        self.validate_rest()?;
+        require(
+            (64..=4 << 20).contains(&self.memory_budget_mb),
+            "memory_budget_mb",
+            "must be in 64..=4194304",
+        )?;
+        match crate::footprint::over_budget(self) {
+            Some((field, message)) => bail!("{field}: {message}"),
+            None => Ok(()),
+        }
     }
 
     fn validate_harness(&self) -> Result<()> {

@@ -2,7 +2,8 @@
 //! environment by SFT, then GRPO or rejection sampling, with checkpoints, metrics and
 //! evaluation.
 //!
-//! - [`config`]: the TOML configuration and its validation.
+//! - [`config`]: the TOML configuration and its validation; [`footprint`]: what a
+//!   config asks of the machine, checked against its budget before anything runs.
 //! - [`model`], [`generate`], [`sampling`], [`rollout`]: the transformer with a KV
 //!   cache, batched lockstep rollouts and token sampling with recorded log-probs.
 //! - [`batching`], [`loss`], [`optimizer`]: tensors of a microbatch, the policy loss
@@ -28,6 +29,7 @@ pub mod checkpoint;
 pub mod config;
 pub mod device;
 pub mod eval;
+pub mod footprint;
 pub mod generate;
 pub mod grpo;
 pub mod loss;
