@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{Entry, check_draws};
+use super::{Entry, categorical_work, check_draws, check_work};
 use crate::error::{Result, check};
 use crate::math::bandit::mean_and_sample_variance;
 use crate::math::importance::{self, Problem};
@@ -88,6 +88,7 @@ pub fn plan(request: &Request) -> Result<Plan> {
     check::count("samples", request.samples, 1, usize::MAX)?;
     let draws = (request.samples as u64).saturating_mul(request.estimates as u64);
     check_draws("samples", draws)?;
+    check_work("samples", categorical_work(draws, request.mu.len()))?;
     Ok(Plan {
         problem,
         samples: request.samples,

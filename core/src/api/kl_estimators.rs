@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{Entry, check_draws};
+use super::{Entry, categorical_work, check_draws, check_work};
 use crate::error::{Result, check};
 use crate::math::kl_estimation::{self, Problem, quantile};
 
@@ -90,6 +90,13 @@ pub fn plan(request: &Request) -> Result<Plan> {
     check_draws(
         "samples",
         (request.samples as u64).saturating_mul(request.replicates as u64),
+    )?;
+    check_work(
+        "samples",
+        categorical_work(
+            (request.samples as u64).saturating_mul(request.replicates as u64),
+            request.policy.len(),
+        ),
     )?;
     Ok(Plan {
         problem,

@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{Entry, OneOrMany, check_draws};
+use super::{Entry, MAX_DRAWS, OneOrMany, WORK_PER_CELL, check_draws, check_work, units, work};
 use crate::error::{FieldError, Result, check};
 use crate::math::bandit::mean_and_sample_variance;
 use crate::math::sampling;
@@ -152,13 +152,30 @@ fn simulation_job(
         ));
     };
     check::count("replicates", request.replicates, 1, 100_000)?;
-    let max_groups = (10.0 * expected).ceil() as u64 + 100;
-    let draws = (request.replicates as u64)
-        .saturating_mul(max_groups)
-        .saturating_mul(group_size);
-    check_draws("replicates", draws)?;
     check::probability("p", p)?;
-    check::count("group_size", group_size as usize, 1, 1 << 20)?;
+    check::count(
+        "group_size",
+        usize::try_from(group_size).unwrap_or(usize::MAX),
+        1,
+        1 << 20,
+    )?;
+    // The cap in f64 first: for a rare mixed group it is far past u64 (and the budget).
+    let cap = (10.0 * expected).ceil() + 100.0;
+    let draws = cap * request.replicates as f64 * group_size as f64;
+    if draws > MAX_DRAWS as f64 {
+        return Err(FieldError::new(
+            "replicates",
+            format!(
+                "asks for up to {draws:e} random draws (replicates x (10 B / P + 100) x G); \
+                 the limit per request is {MAX_DRAWS}"
+            ),
+        ));
+    }
+    let max_groups = cap as u64;
+    check_draws(
+        "replicates",
+        work(&[units(request.replicates), max_groups, group_size]),
+    )?;
     Ok(SimulationJob {
         p,
         group_size,
@@ -195,13 +212,53 @@ pub struct Plan {
     pub job: Option<SimulationJob>,
 }
 
+/// Refuses a cell whose `P(mixed)` is positive but so small that `B / P` or `B G / P`
+/// overflows `f64` (only `P = 0` reports `null`), naming `p` or `p[i]`.
+fn check_representable(table: &[Vec<f64>], scalar: bool, sizes: &[u64], b: u64) -> Result<()> {
+    for (i, row) in table.iter().enumerate() {
+        for (&prob, &g) in row.iter().zip(sizes) {
+            let rollouts = sampling::expected_groups_drawn(prob, b).map(|v| v * g as f64);
+            if prob > 0.0 && !rollouts.is_some_and(f64::is_finite) {
+                let field = if scalar {
+                    "p".to_owned()
+                } else {
+                    format!("p[{i}]")
+                };
+                return Err(FieldError::new(
+                    field,
+                    format!(
+                        "P(mixed) = {prob:e} is so small that the expected cost B G / P \
+                         overflows f64"
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Validates `request` and computes the closed forms.
 pub fn plan(request: &Request) -> Result<Plan> {
     let ps = request.p.to_vec();
     let sizes = request.group_size.to_vec();
     check::non_empty("p", &ps)?;
     check::non_empty("group_size", &sizes)?;
-    check::count("mixed_groups", request.mixed_groups as usize, 1, 1 << 30)?;
+    check::count(
+        "mixed_groups",
+        usize::try_from(request.mixed_groups).unwrap_or(usize::MAX),
+        1,
+        1 << 30,
+    )?;
+    // Three numbers per cell (probability, attempts, rollouts); the longer list drives it.
+    let longer = if ps.len() >= sizes.len() {
+        "p"
+    } else {
+        "group_size"
+    };
+    check_work(
+        longer,
+        work(&[units(ps.len()), units(sizes.len()), 3 * WORK_PER_CELL]),
+    )?;
     let scalar = !request.p.is_many() && !request.group_size.is_many();
     let table = if scalar {
         vec![vec![sampling::mixed_group_probability(ps[0], sizes[0])?]]
@@ -209,6 +266,7 @@ pub fn plan(request: &Request) -> Result<Plan> {
         sampling::mixed_group_grid(&ps, &sizes)?
     };
     let b = request.mixed_groups;
+    check_representable(&table, scalar, &sizes, b)?;
     let job = if request.replicates == 0 {
         None
     } else if scalar {
@@ -250,6 +308,7 @@ impl Entry for MixedGroup {
         "Probability that a group of rollouts is mixed, and the cost of dynamic sampling";
     type Request = Request;
     type Response = Response;
+    const NULLABLE: &'static [&'static str] = &["expected_attempts", "expected_rollouts"];
 
     fn compute(request: &Request) -> Result<Response> {
         let plan = plan(request)?;

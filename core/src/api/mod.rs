@@ -11,8 +11,14 @@
 //! - Every bad input is a [`FieldError`] naming the JSON path of the field
 //!   (`rewards[1][0]`), including serde's own complaints (wrong type, unknown field,
 //!   missing field).
-//! - Work is bounded: each sampling entry caps its draw count ([`MAX_DRAWS`]), so a
-//!   request cannot occupy a server for minutes.
+//! - Work is bounded: before it starts, each entry estimates its work from the request's
+//!   sizes (random draws times the actions each draw scans, grid cells, pass@k's terms,
+//!   simulated events) in units of [`MAX_WORK`], about a second of CPU and a bounded
+//!   amount of memory per request, and refuses a request over it with a [`FieldError`]
+//!   naming the field that drives the cost ([`check_work`]). Inputs whose results cannot
+//!   be represented (a spread that overflows `f64`, an infinite cost) are refused too, and
+//!   [`run`] turns any non-finite number left in a response into an error rather than a
+//!   JSON `null`; the only `null`s are the ones an entry documents ([`Entry::NULLABLE`]).
 //! - Sampling entries take a `seed` and are deterministic for it.
 
 use serde::de::DeserializeOwned;
@@ -45,9 +51,23 @@ pub mod policy_loss;
 pub mod rollout_budget;
 pub mod shaping;
 
-/// The most random draws one request may ask for (samples × replicates, summed over
-/// the draws each replicate makes). About a second of CPU time.
-pub const MAX_DRAWS: u64 = 50_000_000;
+/// The work budget of one request, in work units: one unit is about one random draw with
+/// its arithmetic, some 20 ns of one core in a release build, so the budget is about a
+/// second of CPU. Calibrated on the CI machine (release build, one core): 10 M
+/// importance-sampling draws take 0.27 s over 2 actions, 0.86 s over 100 and 6.1 s over
+/// 1000 (so a draw is charged `1 + K / 50` units); 50 M pass@k terms 0.1 s; 50 M
+/// three-action KL-estimator draws 0.5 s; a million-cell `mixed-group` grid 0.24 s. Memory is bounded through the same budget: every number a
+/// response stores is charged [`WORK_PER_CELL`] units, so a response holds at most
+/// `MAX_WORK / WORK_PER_CELL` numbers (about 90 MB at the ~180 B one number costs from
+/// the computation to its JSON).
+pub const MAX_WORK: u64 = 50_000_000;
+
+/// The most random draws one request may ask for (samples × replicates, summed over the
+/// draws each replicate makes): the work budget, a draw being one unit.
+pub const MAX_DRAWS: u64 = MAX_WORK;
+
+/// Work units charged for each number a response stores (a grid cell), for its memory.
+pub const WORK_PER_CELL: u64 = 100;
 
 /// One named computation of the API.
 pub trait Entry {
@@ -63,6 +83,9 @@ pub trait Entry {
     type Response: Serialize + DeserializeOwned;
     /// Validates the request and computes the response on the CPU (the reference).
     fn compute(request: &Self::Request) -> Result<Self::Response>;
+    /// Top-level response fields that may hold JSON `null` (documented in the field's
+    /// docs); a `null` anywhere else is a non-finite number, which [`run`] refuses.
+    const NULLABLE: &'static [&'static str] = &[];
 }
 
 /// Name and one-line summary of an entry.
@@ -171,8 +194,57 @@ fn unknown_name(name: &str) -> FieldError {
 pub fn run<E: Entry>(request: Value) -> Result<Value> {
     let request: E::Request = parse_request(request)?;
     let response = E::compute(&request)?;
-    serde_json::to_value(&response)
-        .map_err(|e| FieldError::new("(response)", format!("could not serialise: {e}")))
+    let value = serde_json::to_value(&response)
+        .map_err(|e| FieldError::new("(response)", format!("could not serialise: {e}")))?;
+    check_no_null(&value, E::NULLABLE)?;
+    Ok(value)
+}
+
+/// Refuses a response holding `null` outside the top-level fields `nullable`: `serde_json`
+/// writes a non-finite `f64` as `null`, so such a response would silently lose a number.
+/// The error names the response path (`(response).group_std[0]`).
+pub fn check_no_null(response: &Value, nullable: &[&str]) -> Result<()> {
+    fn walk(value: &Value, path: &mut String) -> Option<String> {
+        match value {
+            Value::Null => Some(path.clone()),
+            Value::Array(items) => items.iter().enumerate().find_map(|(i, item)| {
+                let len = path.len();
+                path.push('[');
+                path.push_str(&i.to_string());
+                path.push(']');
+                let found = walk(item, path);
+                path.truncate(len);
+                found
+            }),
+            Value::Object(fields) => fields.iter().find_map(|(key, item)| {
+                let len = path.len();
+                path.push('.');
+                path.push_str(key);
+                let found = walk(item, path);
+                path.truncate(len);
+                found
+            }),
+            _ => None,
+        }
+    }
+    let mut path = String::from("(response)");
+    let found = match response {
+        Value::Object(fields) => fields
+            .iter()
+            .filter(|(key, _)| !nullable.contains(&key.as_str()))
+            .find_map(|(key, item)| {
+                path = format!("(response).{key}");
+                walk(item, &mut path)
+            }),
+        other => walk(other, &mut path),
+    };
+    match found {
+        Some(path) => Err(FieldError::new(
+            path,
+            "the result is not a finite number: the inputs are too extreme to compute it in f64",
+        )),
+        None => Ok(()),
+    }
 }
 
 /// Deserialises a request, turning serde's errors into a [`FieldError`] that names the
@@ -251,6 +323,39 @@ pub fn check_draws(field: &str, draws: u64) -> Result<()> {
     } else {
         Ok(())
     }
+}
+
+/// Rejects requests whose estimated work exceeds [`MAX_WORK`] units, naming `field`, the
+/// field that drives the cost.
+pub fn check_work(field: &str, units: u64) -> Result<()> {
+    if units > MAX_WORK {
+        Err(FieldError::new(
+            field,
+            format!(
+                "asks for about {units} units of work (draws, cells or terms); the budget per \
+                 request is {MAX_WORK}, about a second of CPU"
+            ),
+        ))
+    } else {
+        Ok(())
+    }
+}
+
+/// The work of `draws` categorical draws over `actions` actions: each draw scans the
+/// cumulative probabilities, so it costs `1 + actions / 50` units (the calibration in
+/// [`MAX_WORK`]).
+pub fn categorical_work(draws: u64, actions: usize) -> u64 {
+    draws.saturating_mul(units(actions).saturating_add(50)) / 50
+}
+
+/// The product of `factors`, saturating at `u64::MAX`: a cost that cannot overflow.
+pub fn work(factors: &[u64]) -> u64 {
+    factors.iter().fold(1u64, |acc, &f| acc.saturating_mul(f))
+}
+
+/// `usize` to `u64` for a cost, saturating (lossless on every supported target).
+pub fn units(n: usize) -> u64 {
+    u64::try_from(n).unwrap_or(u64::MAX)
 }
 
 #[cfg(test)]

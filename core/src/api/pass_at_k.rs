@@ -10,7 +10,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{Entry, OneOrMany, check_draws};
+use super::{Entry, OneOrMany, check_draws, check_work};
 use crate::error::{FieldError, Result, check};
 use crate::math::eval;
 
@@ -134,6 +134,11 @@ impl Entry for PassAtK {
             OneOrMany::One(n) => vec![*n; c.len()],
             OneOrMany::Many(n) => n.clone(),
         };
+        // The cost: pass@k's factors over every task (bounded by `eval::pass_at_k_terms`).
+        let terms = n.iter().zip(&c).fold(0u64, |sum, (&n, &c)| {
+            sum.saturating_add(eval::pass_at_k_terms(n, c, request.k))
+        });
+        check_work("k", terms)?;
         let per_task = if request.c.is_many() {
             eval::pass_at_k_per_task(&n, &c, request.k)?
         } else {

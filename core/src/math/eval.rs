@@ -42,14 +42,58 @@ fn check_counts(n: u64, c: u64, k: u64) -> Result<()> {
     Ok(())
 }
 
+/// Below this the product of pass@k's factors (all in `(0, 1]`) makes `1 - product`
+/// round to exactly 1, so the loop stops there with the same answer.
+const NEGLIGIBLE: f64 = 1.0 / (1u64 << 60) as f64;
+
 /// Unbiased pass@k, `1 - C(n-c, k)/C(n, k)`; 1 when fewer than `k` samples failed.
+///
+/// The ratio is a product of `min(c, k)` factors: `prod_{i=n-c+1}^{n} (1 - k/i)` when
+/// `c <= k`, else `prod_{j=0}^{k-1} (1 - c/(n-j))`, each in `(0, 1]`; the loop stops once
+/// the product is below `2^-60` (the answer is then exactly 1), so it runs at most
+/// [`pass_at_k_terms`] times, never `O(n)`.
 pub fn pass_at_k(n: u64, c: u64, k: u64) -> Result<f64> {
     check_counts(n, c, k)?;
     if n - c < k {
         return Ok(1.0);
     }
-    let all_fail: f64 = (n - c + 1..=n).map(|i| 1.0 - k as f64 / i as f64).product();
+    let mut all_fail = 1.0;
+    if c <= k {
+        // i = n - c + 1 ..= n, ascending; n - j never underflows for j < c <= n.
+        for j in (0..c).rev() {
+            all_fail *= 1.0 - k as f64 / (n - j) as f64;
+            if all_fail < NEGLIGIBLE {
+                break;
+            }
+        }
+    } else {
+        // n - j >= n - k + 1 > c for j < k <= n - c.
+        for j in 0..k {
+            all_fail *= 1.0 - c as f64 / (n - j) as f64;
+            if all_fail < NEGLIGIBLE {
+                break;
+            }
+        }
+    }
     Ok(1.0 - all_fail)
+}
+
+/// An upper bound on the factors [`pass_at_k`] multiplies for valid `n`, `c`, `k`: at
+/// most `min(c, k)`, and, since every factor is at most `1 - max(c, k)/n`, at most
+/// `42 n / max(c, k) + 2` before the product falls below `2^-60`. 0 when `n - c < k`
+/// or the counts are invalid.
+pub fn pass_at_k_terms(n: u64, c: u64, k: u64) -> u64 {
+    if check_counts(n, c, k).is_err() || n - c < k {
+        return 0;
+    }
+    let largest = c.max(k) as f64;
+    let until_negligible = (42.0 * n as f64 / largest).ceil() + 2.0;
+    let at_most = c.min(k);
+    if until_negligible < at_most as f64 {
+        until_negligible as u64
+    } else {
+        at_most
+    }
 }
 
 /// The plug-in `1 - (1 - c/n)^k`.
@@ -294,6 +338,65 @@ pub fn clustered_mean_se(values: &[f64], clusters: &[Vec<usize>]) -> Result<f64>
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// The loop pass@k used before the closed form: `c` factors.
+    fn pass_at_k_by_the_old_loop(n: u64, c: u64, k: u64) -> f64 {
+        if n - c < k {
+            return 1.0;
+        }
+        let all_fail: f64 = (n - c + 1..=n).map(|i| 1.0 - k as f64 / i as f64).product();
+        1.0 - all_fail
+    }
+
+    #[test]
+    fn pass_at_k_matches_the_old_loop_on_small_counts() {
+        for n in 1..=60u64 {
+            for c in 0..=n {
+                for k in 1..=n {
+                    let new = pass_at_k(n, c, k).unwrap();
+                    let old = pass_at_k_by_the_old_loop(n, c, k);
+                    assert!((new - old).abs() <= 1e-12, "{n} {c} {k}: {new} {old}");
+                    if c <= k {
+                        assert_eq!(new.to_bits(), old.to_bits(), "{n} {c} {k}");
+                    }
+                    let terms = pass_at_k_terms(n, c, k);
+                    assert!(terms <= c.min(k), "{n} {c} {k}");
+                }
+            }
+        }
+        for (n, c, k) in [
+            (2000, 1500, 300),
+            (100_000, 3, 50_000),
+            (100_000, 70_000, 9),
+        ] {
+            let (new, old) = (
+                pass_at_k(n, c, k).unwrap(),
+                pass_at_k_by_the_old_loop(n, c, k),
+            );
+            assert!((new - old).abs() <= 1e-12, "{n} {c} {k}: {new} {old}");
+        }
+    }
+
+    #[test]
+    fn pass_at_k_of_huge_counts_is_quick_and_does_not_overflow() {
+        // Was O(c) = 5e15 iterations.
+        assert_eq!(
+            pass_at_k(10_000_000_000_000_000, 5_000_000_000_000_000, 1).unwrap(),
+            0.5
+        );
+        assert_eq!(
+            pass_at_k_terms(10_000_000_000_000_000, 5_000_000_000_000_000, 1),
+            1
+        );
+        // Was an overflow of n - c + 1.
+        assert_eq!(pass_at_k(u64::MAX, 0, u64::MAX).unwrap(), 0.0);
+        assert_eq!(pass_at_k(u64::MAX, 3, u64::MAX - 3).unwrap(), 1.0);
+        assert_eq!(pass_at_k_terms(u64::MAX, u64::MAX / 2, u64::MAX / 4), 86);
+        assert_eq!(
+            pass_at_k(u64::MAX, u64::MAX / 2, u64::MAX / 4).unwrap(),
+            1.0
+        );
+    }
 
     #[test]
     fn clusters_group_equal_labels_in_order_of_first_appearance() {

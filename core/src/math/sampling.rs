@@ -17,7 +17,12 @@ use crate::rng::RandomStream;
 /// `P(mixed) = 1 - p^G - (1 - p)^G` for success probability `p` and group size `G`.
 pub fn mixed_group_probability(p: f64, group_size: u64) -> Result<f64> {
     check::probability("p", p)?;
-    check::count("group_size", group_size as usize, 1, 1 << 20)?;
+    check::count(
+        "group_size",
+        usize::try_from(group_size).unwrap_or(usize::MAX),
+        1,
+        1 << 20,
+    )?;
     let g = group_size as f64;
     let s = p.min(1.0 - p);
     let none_of_the_rare = -(g * (-s).ln_1p()).exp_m1();
@@ -116,7 +121,12 @@ pub fn simulate_replicates(
     seed: u64,
 ) -> Result<Vec<DynamicSamplingRun>> {
     check::probability("p", p)?;
-    check::count("group_size", group_size as usize, 1, 1 << 20)?;
+    check::count(
+        "group_size",
+        usize::try_from(group_size).unwrap_or(usize::MAX),
+        1,
+        1 << 20,
+    )?;
     Ok((0..replicates)
         .map(|r| {
             let mut stream = RandomStream::new(seed, r as u64);
