@@ -122,8 +122,9 @@ struct RunArgs {
     policy: PolicyKind,
     #[command(flatten)]
     harness: HarnessArgs,
-    /// Sample id within the group (changes the policy's and the faults' random stream).
-    #[arg(long, default_value_t = 0)]
+    /// Sample id within the group (changes the policy's and the faults' random stream);
+    /// at most 2^32.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(..=1 << 32))]
     sample_id: u64,
     /// Print the full record as JSON.
     #[arg(long)]

@@ -244,3 +244,17 @@ fn closed_stdout_pipe_does_not_panic() {
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert!(out.status.success(), "{:?} {stderr}", out.status);
 }
+
+#[test]
+fn strict_bodies_and_extreme_ids_are_refused_not_panics() {
+    // A key given twice is named, not silently replaced by its last value.
+    let (code, body) = compute("pass-at-k", r#"{"n": 10, "c": 3, "k": 1, "k": 5}"#);
+    assert_eq!(code, 2, "{body}");
+    assert_eq!(body["error"]["field"], "k");
+    // An id that would overflow the random stream's number is a usage error.
+    let out = run(&["env", "run", "--sample-id", "18446744073709551615"], "");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--sample-id"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}

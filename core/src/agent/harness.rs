@@ -12,7 +12,8 @@
 //! ## Randomness
 //! The policy draws from stream `POLICY_STREAM + sample_id` of the episode seed; the
 //! injected executor crash draws one `bernoulli(fault_probability)` per executed
-//! `run_tests` and per grading at `finish`, from stream `FAULT_STREAM + sample_id`.
+//! `run_tests` and per grading at `finish`, from stream `FAULT_STREAM + sample_id`
+//! (both sums wrap, so no sample id overflows).
 
 use serde::{Deserialize, Serialize};
 
@@ -238,8 +239,8 @@ impl EpisodeRun {
             potentials,
             malformed_in_a_row: 0,
             reward: 0.0,
-            policy_rng: RandomStream::new(seed, POLICY_STREAM + ids.sample_id),
-            fault_rng: RandomStream::new(seed, FAULT_STREAM + ids.sample_id),
+            policy_rng: RandomStream::new(seed, POLICY_STREAM.wrapping_add(ids.sample_id)),
+            fault_rng: RandomStream::new(seed, FAULT_STREAM.wrapping_add(ids.sample_id)),
             limit: 0,
             ended: None,
         }
