@@ -1,6 +1,8 @@
 //! `cargo xtask bench server`: requests per second and latency percentiles of a small
 //! compute call (`POST /api/compute/pass-at-k`) against `arlbook serve` on loopback,
-//! with N concurrent keep-alive clients.
+//! with N concurrent keep-alive clients (1 to 500); then a mixed run, where a few
+//! clients send requests near the per-request work budget while the others send the
+//! small call, to show the small call's p99 while expensive work runs.
 //!
 //! The clients are plain threads speaking HTTP/1.1 over one `TcpStream` each, so the
 //! numbers measure the server, not a client library. Each level warms up for
@@ -19,8 +21,15 @@ use crate::cmd::{cargo, run, workspace_root};
 
 const WARM_UP: Duration = Duration::from_millis(500);
 const MEASURE: Duration = Duration::from_secs(3);
-const CLIENTS: [usize; 4] = [1, 4, 16, 64];
-const BODY: &str = r#"{"n": 20, "c": 5, "k": 4}"#;
+const CLIENTS: [usize; 6] = [1, 4, 16, 64, 200, 500];
+const CHEAP: (&str, &str) = ("pass-at-k", r#"{"n": 20, "c": 5, "k": 4}"#);
+/// About 40 M of the 50 M draws a request may make.
+const EXPENSIVE: (&str, &str) = (
+    "importance-sampling",
+    r#"{"mu": [0.2, 0.8], "pi": [0.6, 0.4], "values": [0.75, 0.35], "samples": 20000, "estimates": 2000, "seed": 7}"#,
+);
+/// The mixed run: cheap clients and expensive clients at once.
+const MIXED: (usize, usize) = (16, 2);
 
 /// The server process, killed on drop.
 struct Served(Child);
@@ -87,14 +96,20 @@ fn call(reader: &mut BufReader<TcpStream>, request: &[u8]) -> anyhow::Result<u16
     Ok(status)
 }
 
-/// One client: requests back to back until `end`; latencies after `measure_from`.
-fn client(addr: &str, measure_from: Instant, end: Instant) -> anyhow::Result<Vec<Duration>> {
+/// One client: requests `(entry, body)` back to back until `end`; latencies after
+/// `measure_from`.
+fn client(
+    addr: &str,
+    (entry, body): (&str, &str),
+    measure_from: Instant,
+    end: Instant,
+) -> anyhow::Result<Vec<Duration>> {
     let stream = TcpStream::connect(addr)?;
     stream.set_nodelay(true)?;
     let mut reader = BufReader::new(stream);
     let request = format!(
-        "POST /api/compute/pass-at-k HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{BODY}",
-        BODY.len()
+        "POST /api/compute/{entry} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
     );
     let mut latencies = Vec::new();
     loop {
@@ -117,6 +132,55 @@ fn percentile(sorted: &[Duration], fraction: f64) -> Duration {
     sorted.get(index).copied().unwrap_or_default()
 }
 
+/// Every group's latencies, sorted, with its clients `(count, call)` running at once.
+fn measure(addr: &str, groups: &[(usize, (&str, &str))]) -> anyhow::Result<Vec<Vec<Duration>>> {
+    let measure_from = Instant::now() + WARM_UP;
+    let end = measure_from + MEASURE;
+    let results: Vec<Vec<anyhow::Result<Vec<Duration>>>> = std::thread::scope(|scope| {
+        let handles: Vec<Vec<_>> = groups
+            .iter()
+            .map(|&(count, call)| {
+                (0..count)
+                    .map(|_| scope.spawn(move || client(addr, call, measure_from, end)))
+                    .collect()
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|group| {
+                group
+                    .into_iter()
+                    .map(|h| {
+                        h.join()
+                            .unwrap_or_else(|_| Err(anyhow::anyhow!("a client panicked")))
+                    })
+                    .collect()
+            })
+            .collect()
+    });
+    results
+        .into_iter()
+        .map(|group| {
+            let mut latencies = Vec::new();
+            for result in group {
+                latencies.extend(result?);
+            }
+            latencies.sort();
+            Ok(latencies)
+        })
+        .collect()
+}
+
+fn print_row(label: &str, latencies: &[Duration]) {
+    println!(
+        "| {label} | {} | {:.0} | {:.2} | {:.2} |",
+        latencies.len(),
+        latencies.len() as f64 / MEASURE.as_secs_f64(),
+        percentile(latencies, 0.5).as_secs_f64() * 1e3,
+        percentile(latencies, 0.99).as_secs_f64() * 1e3,
+    );
+}
+
 /// Runs the benchmark and prints the table.
 pub fn run_bench() -> anyhow::Result<()> {
     run(cargo().args(["build", "--quiet", "-p", "arlbook-server"]))?;
@@ -125,39 +189,28 @@ pub fn run_bench() -> anyhow::Result<()> {
     let (_served, addr) = start(&scratch)?;
     println!("arlbook serve (debug build, dependencies at opt-level 2) on {addr}");
     println!(
-        "POST /api/compute/pass-at-k {BODY}, keep-alive, {} s per level\n",
+        "POST /api/compute/{} {}, keep-alive, {} s per level\n",
+        CHEAP.0,
+        CHEAP.1,
         MEASURE.as_secs()
     );
     println!("| clients | requests | requests/s | p50 (ms) | p99 (ms) |");
     println!("|---:|---:|---:|---:|---:|");
     for clients in CLIENTS {
-        let measure_from = Instant::now() + WARM_UP;
-        let end = measure_from + MEASURE;
-        let results: Vec<anyhow::Result<Vec<Duration>>> = std::thread::scope(|scope| {
-            let handles: Vec<_> = (0..clients)
-                .map(|_| scope.spawn(|| client(&addr, measure_from, end)))
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| {
-                    h.join()
-                        .unwrap_or_else(|_| Err(anyhow::anyhow!("a client panicked")))
-                })
-                .collect()
-        });
-        let mut latencies = Vec::new();
-        for result in results {
-            latencies.extend(result?);
-        }
-        latencies.sort();
-        let per_second = latencies.len() as f64 / MEASURE.as_secs_f64();
-        println!(
-            "| {clients} | {} | {per_second:.0} | {:.2} | {:.2} |",
-            latencies.len(),
-            percentile(&latencies, 0.5).as_secs_f64() * 1e3,
-            percentile(&latencies, 0.99).as_secs_f64() * 1e3,
-        );
+        let levels = measure(&addr, &[(clients, CHEAP)])?;
+        print_row(&clients.to_string(), &levels[0]);
     }
+    let (cheap, expensive) = MIXED;
+    println!(
+        "\nmixed: {cheap} clients of the small call with {expensive} clients of \
+         {} {} (about 40 M draws each)\n",
+        EXPENSIVE.0, EXPENSIVE.1
+    );
+    println!("| calls | requests | requests/s | p50 (ms) | p99 (ms) |");
+    println!("|---|---:|---:|---:|---:|");
+    let levels = measure(&addr, &[(cheap, CHEAP), (expensive, EXPENSIVE)])?;
+    print_row(&format!("small ({cheap} clients)"), &levels[0]);
+    print_row(&format!("expensive ({expensive} clients)"), &levels[1]);
     let _ = std::fs::remove_dir_all(&scratch);
     Ok(())
 }
