@@ -161,12 +161,15 @@ impl Runner {
         preset: Option<&str>,
     ) -> Result<JobRow, SubmitError> {
         let inner = self.lock();
-        let waiting = inner.db.waiting()?;
+        let waiting = inner.db.waiting().with_context(|| self.database())?;
         if waiting >= self.max_queued {
             return Err(SubmitError::QueueFull(waiting));
         }
         let key = identity::new_key()?;
-        let id = inner.db.insert(config_json, preset, &key, now_unix_ms())?;
+        let id = inner
+            .db
+            .insert(config_json, preset, &key, now_unix_ms())
+            .with_context(|| self.database())?;
         let dir = self.job_dir(id);
         let written = identity::claim(&dir, &key, now_unix_ms()).and_then(|aside| {
             if let Some(aside) = aside {
@@ -193,18 +196,26 @@ impl Runner {
 
     /// The job `id`.
     pub fn get(&self, id: i64) -> Result<Option<JobRow>> {
-        self.lock().db.get(id)
+        self.lock().db.get(id).with_context(|| self.database())
+    }
+
+    /// Names the database file, for an error's context.
+    fn database(&self) -> String {
+        format!(
+            "the job database {}",
+            self.data.join("arlbook.db").display()
+        )
     }
 
     /// Every job.
     pub fn list(&self) -> Result<Vec<JobRow>> {
-        self.lock().db.list()
+        self.lock().db.list().with_context(|| self.database())
     }
 
     /// Cancels `id`: a waiting job never starts, a running one's process is killed.
     pub fn cancel(&self, id: i64) -> Result<CancelOutcome> {
         let mut inner = self.lock();
-        let Some(job) = inner.db.get(id)? else {
+        let Some(job) = inner.db.get(id).with_context(|| self.database())? else {
             return Ok(CancelOutcome::NotFound);
         };
         if job.state.is_final() {
@@ -247,7 +258,7 @@ impl Runner {
         let mut inner = self.lock();
         while !inner.stopping {
             if let Err(err) = self.tick(&mut inner) {
-                eprintln!("error: job scheduler: {err:#}");
+                eprintln!("error: job scheduler, {}: {err:#}", self.database());
             }
             inner = self
                 .wake
