@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::Entry;
+use super::{Entry, check_work, units, work};
 use crate::error::{Result, check};
 use crate::math::kl_regularized::{Optimum, Problem};
 
@@ -110,6 +110,15 @@ impl Entry for KlRegularizedOptimum {
     fn compute(request: &Request) -> Result<Response> {
         let problem = Problem::new(&request.reference, &request.rewards)?;
         check::count("frontier.points", request.frontier.points, 0, 1000)?;
+        // Each frontier point solves the optimum over every action (an exp and a log
+        // each, about one work unit).
+        check_work(
+            "frontier.points",
+            work(&[
+                units(request.frontier.points),
+                units(request.reference.len()),
+            ]),
+        )?;
         let optimum = problem.optimum(request.beta, "beta")?;
         let frontier = problem.frontier(
             request.frontier.beta_min,

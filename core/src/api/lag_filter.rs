@@ -15,7 +15,8 @@ pub struct Request {
     pub workers: usize,
     /// Rollout duration distribution, tagged by `kind`: `{"kind": "fixed", "duration"}`,
     /// `{"kind": "uniform", "min", "max"}`, `{"kind": "exponential", "mean"}` or
-    /// `{"kind": "lognormal", "log_mean", "log_std"}` (arbitrary time units).
+    /// `{"kind": "lognormal", "log_mean", "log_std"}` (arbitrary time units); `duration`,
+    /// `max` and `mean` in `[1e-9, 1e9]`, `min` in `[0, max]`.
     pub duration: DurationDistribution,
     /// Completed rollouts per learner update (>= 1). Default 8.
     #[serde(default = "default_batch_size")]

@@ -19,7 +19,8 @@ pub struct Request {
     pub iterations: u64,
     /// Mean generated tokens per trajectory, `L` (>= 0).
     pub mean_tokens: f64,
-    /// Fraction of candidates accepted, in `(0, 1]`. Default 1.
+    /// Fraction of candidates accepted, in `(0, 1]`, large enough that the attempts fit a
+    /// `u64`. Default 1.
     #[serde(default = "default_acceptance")]
     pub acceptance: f64,
     /// Optional: accepted demonstrations wanted; `attempts_needed` then counts attempts

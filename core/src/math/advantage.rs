@@ -163,7 +163,21 @@ pub fn group_advantages(
         .iter_rows()
         .map(|row| mean_std(row, options.std))
         .collect();
+    let spread_overflows = |field: String| {
+        FieldError::new(
+            field,
+            "the rewards' mean or spread overflows f64; rescale the rewards",
+        )
+    };
+    for (i, &(mean, std)) in stats.iter().enumerate() {
+        if !(mean.is_finite() && std.is_finite()) {
+            return Err(spread_overflows(format!("rewards[{i}]")));
+        }
+    }
     let batch_std = mean_std(rewards.flat(), options.std).1;
+    if options.scale == Scale::Batch && !batch_std.is_finite() {
+        return Err(spread_overflows("rewards".to_owned()));
+    }
 
     let mut advantages = Ragged::default();
     let mut divisors = Vec::with_capacity(rewards.rows());
@@ -173,6 +187,12 @@ pub fn group_advantages(
             Scale::Batch => batch_std + options.eps,
             Scale::None => 1.0,
         };
+        if !divisor.is_finite() {
+            return Err(FieldError::new(
+                "eps",
+                format!("std + eps overflows f64 (eps = {:e})", options.eps),
+            ));
+        }
         divisors.push(divisor);
         let all_equal = std == 0.0;
         let g = row.len() as f64;

@@ -37,7 +37,15 @@ fn check_acceptance(acceptance: f64) -> Result<f64> {
 /// Expected attempts `accepted / acceptance` (not rounded).
 pub fn expected_attempts(accepted: f64, acceptance: f64) -> Result<f64> {
     check::non_negative("accepted", accepted)?;
-    Ok(accepted / check_acceptance(acceptance)?)
+    let attempts = accepted / check_acceptance(acceptance)?;
+    if attempts.is_finite() {
+        Ok(attempts)
+    } else {
+        Err(FieldError::new(
+            "acceptance",
+            format!("{acceptance:e} is so small that {accepted} / acceptance overflows f64"),
+        ))
+    }
 }
 
 /// Attempts needed on average for `accepted` items, rounded up: `ceil(D / alpha)`.
@@ -46,8 +54,18 @@ pub fn expected_attempts(accepted: f64, acceptance: f64) -> Result<f64> {
 /// an integer on paper (`1000 / 0.25`) is not pushed to the next integer by the binary
 /// representation of `alpha`.
 pub fn attempts_needed(accepted: u64, acceptance: f64) -> Result<u64> {
-    let attempts = expected_attempts(accepted as f64, acceptance)?;
-    Ok((attempts * (1.0 - 1e-12)).ceil() as u64)
+    let attempts = (expected_attempts(accepted as f64, acceptance)? * (1.0 - 1e-12)).ceil();
+    // 2^64: the first f64 past u64::MAX (the cast would saturate there).
+    if attempts < 18_446_744_073_709_551_616.0 {
+        Ok(attempts as u64)
+    } else {
+        Err(FieldError::new(
+            "acceptance",
+            format!(
+                "{acceptance:e} is so small that {accepted} / acceptance attempts overflow u64"
+            ),
+        ))
+    }
 }
 
 #[cfg(test)]

@@ -146,6 +146,15 @@ pub fn check_inputs(ratio: &[f64], advantage: &[f64], widths: &ClipWidths) -> Re
         check::non_negative(&format!("ratio[{i}]"), r)?;
     }
     check::all_finite("advantage", advantage)?;
+    for (i, (&r, &a)) in ratio.iter().zip(advantage).enumerate() {
+        let objective = surrogate_point(r, a, widths).objective;
+        if !objective.is_finite() {
+            return Err(FieldError::new(
+                format!("advantage[{i}]"),
+                format!("the objective {r:e} x {a:e} (or its clipped value) overflows f64"),
+            ));
+        }
+    }
     Ok(())
 }
 

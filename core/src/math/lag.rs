@@ -31,6 +31,10 @@ use crate::rng::RandomStream;
 /// Largest duration parameter accepted (`duration`, `max`, `mean`).
 pub const MAX_DURATION: f64 = 1e9;
 
+/// Smallest duration scale accepted (`duration`, `max`, `mean`): a smaller one makes the
+/// throughput `kept / elapsed` overflow `f64`.
+pub const MIN_DURATION: f64 = 1e-9;
+
 /// How long one rollout takes, in arbitrary time units.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
@@ -67,15 +71,13 @@ impl DurationDistribution {
         let within = |e: FieldError| e.within("duration");
         // Bounded so a run's clock stays finite.
         let bounded = |field: &str, v: f64| check::in_range(field, v, 0.0, MAX_DURATION);
+        // Bounded below too, so the throughput (kept / elapsed) stays finite.
+        let scale = |field: &str, v: f64| check::in_range(field, v, MIN_DURATION, MAX_DURATION);
         match *self {
-            Self::Fixed { duration } => {
-                check::positive("duration", duration).map_err(within)?;
-                bounded("duration", duration).map_err(within)?
-            }
+            Self::Fixed { duration } => scale("duration", duration).map_err(within)?,
             Self::Uniform { min, max } => {
                 bounded("min", min).map_err(within)?;
-                check::positive("max", max).map_err(within)?;
-                bounded("max", max).map_err(within)?;
+                scale("max", max).map_err(within)?;
                 if max < min {
                     return Err(FieldError::new(
                         "duration.max",
@@ -84,10 +86,7 @@ impl DurationDistribution {
                 }
                 max
             }
-            Self::Exponential { mean } => {
-                check::positive("mean", mean).map_err(within)?;
-                bounded("mean", mean).map_err(within)?
-            }
+            Self::Exponential { mean } => scale("mean", mean).map_err(within)?,
             Self::Lognormal { log_mean, log_std } => {
                 check::in_range("log_mean", log_mean, -20.0, 20.0).map_err(within)?;
                 check::in_range("log_std", log_std, 0.0, 10.0).map_err(within)?
