@@ -12,11 +12,17 @@
 
 use anyhow::{Result, bail};
 use arlbook_core::FieldError;
+
+use crate::footprint;
 use arlbook_core::agent::HarnessConfig;
 use arlbook_core::math::advantage::StdKind;
 use arlbook_core::math::kl::KlEstimator;
 use arlbook_core::math::reduction::Reduction;
 use serde::{Deserialize, Serialize};
+
+/// Demonstrations per slice of an SFT step (gradients accumulate over a step's slices;
+/// see the `sft` module docs).
+pub const SFT_MICROBATCH_EPISODES: usize = 8;
 
 /// Which device trains.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -536,9 +542,25 @@ impl TrainConfig {
             "memory_budget_mb",
             "must be in 64..=4194304",
         )?;
-        match crate::footprint::over_budget(self) {
+        match footprint::over_budget(&self.shape(), self.memory_budget_mb) {
             Some((field, message)) => bail!("{field}: {message}"),
             None => Ok(()),
+        }
+    }
+
+    /// What the memory estimate needs to know of this config.
+    pub fn shape(&self) -> footprint::Shape {
+        let g = &self.grpo;
+        footprint::Shape {
+            vocab: arlbook_core::agent::tokenizer::tokenizer().vocab_size(),
+            context: self.model.context,
+            layers: self.model.layers,
+            width: self.model.width,
+            heads: self.model.heads,
+            rows: g.microbatch_rows.max(SFT_MICROBATCH_EPISODES),
+            reference: g.kl_beta > 0.0,
+            rollouts: g.tasks_per_batch * g.group_size * (g.max_refill_rounds + 1),
+            episode_tokens: self.harness.max_context_tokens,
         }
     }
 
@@ -754,6 +776,30 @@ fn positive_rate(field: &str, value: f64) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn an_absurd_product_is_refused_and_the_repository_configs_are_not() {
+        let mut config = TrainConfig::default();
+        config.model.layers = 48;
+        config.model.width = 4096;
+        config.model.heads = 32;
+        config.model.context = 8192;
+        config.harness.max_context_tokens = 8192;
+        let err = config.validate().unwrap_err().to_string();
+        assert!(err.starts_with("model: "), "{err}");
+        assert!(err.contains("memory_budget_mb = 16384"), "{err}");
+        for name in ["cpu-small", "gpu"] {
+            let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../configs/");
+            let text = std::fs::read_to_string(format!("{path}{name}.toml")).unwrap();
+            let config = TrainConfig::from_toml(&text).unwrap();
+            let f = footprint::estimate(&config.shape());
+            assert!(
+                footprint::over_budget(&config.shape(), config.memory_budget_mb).is_none(),
+                "{name}: {f:?} within {} MB",
+                config.memory_budget_mb
+            );
+        }
+    }
     use super::*;
 
     #[test]

@@ -10,13 +10,33 @@
 //! more for a KL reference, plus one microbatch's activations,
 //! `rows x C x (L (16 d + 2 h C) + 3 V)` floats (block activations kept for backward,
 //! attention scores and their gradient per head, logits with their softmax and
-//! gradient), `rows` the larger of `grpo.microbatch_rows` and SFT's 8 episodes. An
-//! estimate, within a small factor of burn's actual use; the budget is
-//! `memory_budget_mb`.
+//! gradient), `rows` the larger of `grpo.microbatch_rows` and SFT's microbatch of
+//! episodes. An upper-bound estimate (only the parameter count is checked against
+//! burn's, in `model`'s tests); the budget is `memory_budget_mb`. The module depends
+//! on nothing of the crate: `config` describes itself as a [`Shape`].
 
-use crate::config::TrainConfig;
-use crate::sft::SFT_MICROBATCH_EPISODES;
-use crate::trainer::vocab;
+/// What the estimate needs to know of a config.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Shape {
+    /// Vocabulary size.
+    pub vocab: usize,
+    /// `model.context`.
+    pub context: usize,
+    /// `model.layers`.
+    pub layers: usize,
+    /// `model.width`.
+    pub width: usize,
+    /// `model.heads`.
+    pub heads: usize,
+    /// Rows of the largest microbatch (GRPO's `microbatch_rows` or SFT's episodes).
+    pub rows: usize,
+    /// Whether a KL reference (a second copy of the weights) is kept.
+    pub reference: bool,
+    /// Rollouts a GRPO step may sample: `tasks_per_batch x group_size x (refills + 1)`.
+    pub rollouts: usize,
+    /// `harness.max_context_tokens`.
+    pub episode_tokens: usize,
+}
 
 /// The estimate for one config.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -33,43 +53,40 @@ pub struct Footprint {
 /// The most tokens one GRPO step may ask for.
 pub const MAX_TOKENS_PER_STEP: f64 = 1e9;
 
-/// The estimate for `config`.
-pub fn estimate(config: &TrainConfig) -> Footprint {
-    let m = &config.model;
+/// The estimate for `shape`.
+pub fn estimate(shape: &Shape) -> Footprint {
     let (v, c, l, d, h) = (
-        vocab() as f64,
-        m.context as f64,
-        m.layers as f64,
-        m.width as f64,
-        m.heads as f64,
+        shape.vocab as f64,
+        shape.context as f64,
+        shape.layers as f64,
+        shape.width as f64,
+        shape.heads as f64,
     );
     let parameters = v * d + c * d + l * (12.0 * d * d + 13.0 * d) + 2.0 * d + d * v + v;
-    let copies = if config.grpo.kl_beta > 0.0 { 5.0 } else { 4.0 };
-    let rows = config.grpo.microbatch_rows.max(SFT_MICROBATCH_EPISODES) as f64;
-    let activations = rows * c * (l * (16.0 * d + 2.0 * h * c) + 3.0 * v);
-    let g = &config.grpo;
-    let rollouts = (g.tasks_per_batch * g.group_size) as f64 * (g.max_refill_rounds + 1) as f64;
+    let copies = if shape.reference { 5.0 } else { 4.0 };
+    let activations = shape.rows as f64 * c * (l * (16.0 * d + 2.0 * h * c) + 3.0 * v);
     Footprint {
         parameters,
         training_bytes: 4.0 * (copies * parameters + activations),
-        tokens_per_step: rollouts * config.harness.max_context_tokens as f64,
+        tokens_per_step: shape.rollouts as f64 * shape.episode_tokens as f64,
     }
 }
 
-/// The first budget `config` exceeds, as `(field, message)`.
-pub fn over_budget(config: &TrainConfig) -> Option<(&'static str, String)> {
-    let f = estimate(config);
-    let budget = config.memory_budget_mb as f64 * (1 << 20) as f64;
+/// The first budget `shape` exceeds with `budget_mb` MiB of memory, as
+/// `(field, message)`.
+pub fn over_budget(shape: &Shape, budget_mb: usize) -> Option<(&'static str, String)> {
+    let f = estimate(shape);
+    let budget = budget_mb as f64 * (1 << 20) as f64;
     if f.training_bytes > budget {
         return Some((
             "model",
             format!(
                 "layers x width x context ask for about {:.3e} parameters and {:.0} MB of \
                  training memory (weights, gradients, AdamW moments and one microbatch's \
-                 activations), over memory_budget_mb = {}; make the model smaller or raise the budget",
+                 activations), over memory_budget_mb = {budget_mb}; make the model smaller \
+                 or raise the budget",
                 f.parameters,
                 f.training_bytes / (1 << 20) as f64,
-                config.memory_budget_mb
             ),
         ));
     }
@@ -84,46 +101,4 @@ pub fn over_budget(config: &TrainConfig) -> Option<(&'static str, String)> {
         ));
     }
     None
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_estimate_counts_the_model_s_parameters() {
-        let config = TrainConfig::default();
-        let model =
-            crate::model::PolicyModel::new(&config.model, vocab(), &burn::prelude::Device::flex());
-        let counted = burn::module::Module::num_params(&model) as f64;
-        let estimated = estimate(&config).parameters;
-        assert!(
-            (estimated - counted).abs() <= 0.01 * counted,
-            "estimate {estimated} vs burn's count {counted}"
-        );
-    }
-
-    #[test]
-    fn an_absurd_product_is_refused_and_the_repository_configs_are_not() {
-        let mut config = TrainConfig::default();
-        config.model.layers = 48;
-        config.model.width = 4096;
-        config.model.heads = 32;
-        config.model.context = 8192;
-        config.harness.max_context_tokens = 8192;
-        let (field, message) = over_budget(&config).expect("refused");
-        assert_eq!(field, "model");
-        assert!(message.contains("memory_budget_mb"), "{message}");
-        for name in ["cpu-small", "gpu"] {
-            let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../configs/");
-            let text = std::fs::read_to_string(format!("{path}{name}.toml")).unwrap();
-            let config = TrainConfig::from_toml(&text).unwrap();
-            let f = estimate(&config);
-            assert!(
-                over_budget(&config).is_none(),
-                "{name}: {f:?} within {} MB",
-                config.memory_budget_mb
-            );
-        }
-    }
 }

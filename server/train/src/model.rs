@@ -250,3 +250,20 @@ impl PolicyModel {
         logits.reshape([n, vocab])
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_memory_estimate_counts_the_parameters_burn_builds() {
+        let config = crate::config::TrainConfig::default();
+        let model = PolicyModel::new(&config.model, crate::trainer::vocab(), &Device::flex());
+        let counted = burn::module::Module::num_params(&model) as f64;
+        let estimated = crate::footprint::estimate(&config.shape()).parameters;
+        assert!(
+            (estimated - counted).abs() <= 0.01 * counted,
+            "estimate {estimated} vs burn's count {counted}"
+        );
+    }
+}

@@ -16,10 +16,11 @@ use anyhow::{Result, bail};
 use arlbook_core::metrics::{MetricsRow, RowStage};
 use burn::prelude::*;
 
+use super::config::SFT_MICROBATCH_EPISODES;
 use super::grpo::{collect, distinct};
 use super::optimizer::clip_global_norm;
 use super::recovery::Demonstration;
-use super::sft::{SFT_MICROBATCH_EPISODES, demonstration_gradients};
+use super::sft::demonstration_gradients;
 use super::trainer::Trainer;
 
 /// Runs rejection-sampling SFT from the current position to `rs.steps`.

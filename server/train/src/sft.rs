@@ -29,7 +29,7 @@ use burn::optim::{GradientsAccumulator, GradientsParams};
 use burn::prelude::*;
 
 use super::batching::MicroBatch;
-use super::config::LrSchedule;
+use super::config::{LrSchedule, SFT_MICROBATCH_EPISODES};
 use super::loss::token_logprobs;
 use super::model::PolicyModel;
 use super::optimizer::{clip_global_norm, learning_rate};
@@ -47,8 +47,6 @@ const RECOVERY_FILE: &str = "recovery.jsonl";
 const TASK_SEED: u64 = 0x5F7_0000_0000;
 /// Gradient-norm clip for SFT.
 const SFT_GRAD_CLIP: f64 = 1.0;
-/// Demonstrations per slice of a step (see the module docs).
-pub(super) const SFT_MICROBATCH_EPISODES: usize = 8;
 
 /// The task of demonstration `i`.
 fn demonstration_task(config: &super::config::TrainConfig, i: usize) -> arlbook_core::agent::Task {
