@@ -208,10 +208,14 @@ pub async fn compute_async(name: &str, request: Value, ctx: &GpuContext) -> Resu
     };
     let attempt = attempt?;
     match attempt {
-        Ok(response) => Ok(Computed {
-            response,
-            backend: ComputedOn::Gpu,
-        }),
+        Ok(response) => {
+            // As on the CPU (`api::run`): no undocumented null for a number.
+            super::check_no_null(&response, super::nullable(name))?;
+            Ok(Computed {
+                response,
+                backend: ComputedOn::Gpu,
+            })
+        }
         Err(GpuError::TooLarge(reason)) => Ok(Computed {
             response: super::compute(name, request)?,
             backend: ComputedOn::Cpu(reason),

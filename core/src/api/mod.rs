@@ -52,14 +52,19 @@ pub mod rollout_budget;
 pub mod shaping;
 
 /// The work budget of one request, in work units: one unit is about one random draw with
-/// its arithmetic, some 20 ns of one core in a release build, so the budget is about a
-/// second of CPU. Calibrated on the CI machine (release build, one core): 10 M
-/// importance-sampling draws take 0.27 s over 2 actions, 0.86 s over 100 and 6.1 s over
-/// 1000 (so a draw is charged `1 + K / 50` units); 50 M pass@k terms 0.1 s; 50 M
-/// three-action KL-estimator draws 0.5 s; a million-cell `mixed-group` grid 0.24 s. Memory is bounded through the same budget: every number a
-/// response stores is charged [`WORK_PER_CELL`] units, so a response holds at most
-/// `MAX_WORK / WORK_PER_CELL` numbers (about 90 MB at the ~180 B one number costs from
-/// the computation to its JSON).
+/// its arithmetic, some 25 ns of one core in a release build, so the budget is about a
+/// second of CPU (1.3 s of two-action importance draws). Calibrated on the CI machine
+/// (release build, one core): 10 M importance-sampling draws take 0.27 s over 2
+/// actions, 0.86 s over 100 and 6.1 s over 1000 (so a draw is charged `1 + K / 50`
+/// units); 50 M pass@k terms 0.1 s; 50 M three-action KL-estimator draws 0.5 s; a
+/// million-cell `mixed-group` grid 0.24 s.
+///
+/// Memory is bounded through the same budget: a number a response stores beyond the
+/// request's own size (a grid cell, made from two short lists) is charged
+/// [`WORK_PER_CELL`] units, so such a table holds at most `MAX_WORK / WORK_PER_CELL`
+/// numbers (about 90 MB at the ~180 B one number costs from the computation to its
+/// JSON); responses as long as the request (per-token losses) are bounded by the
+/// request's size, and lists of estimates by each entry's cap on their count.
 pub const MAX_WORK: u64 = 50_000_000;
 
 /// The most random draws one request may ask for (samples × replicates, summed over the
@@ -112,6 +117,17 @@ macro_rules! registry {
                 }
             )*
             Err(unknown_name(name))
+        }
+
+        /// The top-level response fields entry `name` documents as nullable
+        /// ([`Entry::NULLABLE`]; empty for an unknown name).
+        pub fn nullable(name: &str) -> &'static [&'static str] {
+            $(
+                if name == $module::$entry::NAME {
+                    return <$module::$entry as Entry>::NULLABLE;
+                }
+            )*
+            &[]
         }
 
         /// Test support: entry `name`'s request read into its type and written back,

@@ -130,7 +130,8 @@ fn mean_std(values: &[f64], kind: StdKind) -> (f64, f64) {
     (mean, (squares / denominator).sqrt())
 }
 
-/// Checks `eps` and the rewards (at least one group, none empty, all finite): what
+/// Checks `eps` and the rewards (at least one group, none empty, all finite, each
+/// group's mean and std finite, and the batch's std with `scale = batch`): what
 /// [`group_advantages`] checks before computing.
 pub fn validate_rewards(rewards: &Ragged<f64>, options: &AdvantageOptions) -> Result<()> {
     check::non_negative("eps", options.eps)?;
@@ -149,6 +150,21 @@ pub fn validate_rewards(rewards: &Ragged<f64>, options: &AdvantageOptions) -> Re
         }
     }
     rewards.check_finite("rewards")?;
+    let spread_overflows = |field: String| {
+        FieldError::new(
+            field,
+            "the rewards' mean or spread overflows f64; rescale the rewards",
+        )
+    };
+    for (i, row) in rewards.iter_rows().enumerate() {
+        let (mean, std) = mean_std(row, options.std);
+        if !(mean.is_finite() && std.is_finite()) {
+            return Err(spread_overflows(format!("rewards[{i}]")));
+        }
+    }
+    if options.scale == Scale::Batch && !mean_std(rewards.flat(), options.std).1.is_finite() {
+        return Err(spread_overflows("rewards".to_owned()));
+    }
     Ok(())
 }
 
@@ -163,21 +179,7 @@ pub fn group_advantages(
         .iter_rows()
         .map(|row| mean_std(row, options.std))
         .collect();
-    let spread_overflows = |field: String| {
-        FieldError::new(
-            field,
-            "the rewards' mean or spread overflows f64; rescale the rewards",
-        )
-    };
-    for (i, &(mean, std)) in stats.iter().enumerate() {
-        if !(mean.is_finite() && std.is_finite()) {
-            return Err(spread_overflows(format!("rewards[{i}]")));
-        }
-    }
     let batch_std = mean_std(rewards.flat(), options.std).1;
-    if options.scale == Scale::Batch && !batch_std.is_finite() {
-        return Err(spread_overflows("rewards".to_owned()));
-    }
 
     let mut advantages = Ragged::default();
     let mut divisors = Vec::with_capacity(rewards.rows());
