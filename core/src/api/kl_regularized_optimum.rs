@@ -110,13 +110,14 @@ impl Entry for KlRegularizedOptimum {
     fn compute(request: &Request) -> Result<Response> {
         let problem = Problem::new(&request.reference, &request.rewards)?;
         check::count("frontier.points", request.frontier.points, 0, 1000)?;
-        // Each frontier point solves the optimum over every action (an exp and a log
-        // each, about one work unit).
+        // Each frontier point solves the optimum over every action (a few exps and
+        // logs each: two work units, by the calibration in `MAX_WORK`).
         check_work(
             "frontier.points",
             work(&[
                 units(request.frontier.points),
                 units(request.reference.len()),
+                2,
             ]),
         )?;
         let optimum = problem.optimum(request.beta, "beta")?;
