@@ -52,14 +52,14 @@ pub mod rollout_budget;
 pub mod shaping;
 
 /// The work budget of one request, in work units: one unit is about one random draw with
-/// its arithmetic, some 25 ns of one core in a release build, so the budget is about a
-/// second of CPU (1.3 s of two-action importance draws). Calibrated on the CI machine
-/// (release build, one core): 10 M importance-sampling draws take 0.27 s over 2
-/// actions, 0.86 s over 100 and 6.1 s over 1000, so a draw over `K` actions is charged
-/// `1 + K / 25` units ([`categorical_work`]); 50 M pass@k terms 0.1 s; 50 M
-/// three-action KL-estimator draws 0.5 s; a million-cell `mixed-group` grid 0.24 s; a
-/// 1000-point KL-regularised frontier over 50 000 actions 2 s (charged two units per
-/// point and action).
+/// its arithmetic, some 20 ns of one core in a release build, so the budget is about a
+/// second of CPU. Calibrated on the CI machine (release build, one core): 50 M
+/// importance-sampling draws take 0.9 s over 2 actions and 1.9 s over 24; 10 M take
+/// 0.86 s over 100 and 6.1 s over 1000 (16 ns a draw plus 0.6 to 0.9 ns per action), so
+/// a draw over `K` actions is charged `1 + K / 10` units ([`categorical_work`]); 50 M
+/// pass@k factors take 0.1 s; 50 M three-action KL-estimator draws 0.6 s; a
+/// million-cell `mixed-group` grid 0.24 s; a 500-point KL-regularised frontier over
+/// 50 000 actions 1.1 s (charged two units per point and action).
 ///
 /// Memory is bounded through the same budget: a number a response stores beyond the
 /// request's own size (a grid cell, made from two short lists) is charged
@@ -360,11 +360,11 @@ pub fn check_work(field: &str, units: u64) -> Result<()> {
 }
 
 /// The work of `draws` categorical draws over `actions` actions: each draw scans the
-/// cumulative probabilities, so it costs `1 + floor(actions / 25)` units (the
-/// calibration in [`MAX_WORK`]; under 25 actions a draw is one unit, as in
+/// cumulative probabilities, so it costs `1 + floor(actions / 10)` units (the
+/// calibration in [`MAX_WORK`]; under 10 actions a draw is one unit, as in
 /// [`MAX_DRAWS`]).
 pub fn categorical_work(draws: u64, actions: usize) -> u64 {
-    draws.saturating_mul(1 + units(actions) / 25)
+    draws.saturating_mul(1 + units(actions) / 10)
 }
 
 /// The product of `factors`, saturating at `u64::MAX`: a cost that cannot overflow.
