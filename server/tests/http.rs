@@ -257,3 +257,55 @@ fn hostile_compute_requests_get_4xx_naming_the_field() {
     assert_eq!(status, 422, "{body}");
     assert_eq!(json_body(&body)["error"]["field"], "samples");
 }
+
+/// Pointers (`/a/0`) of every number in `value`.
+fn numeric_leaves(value: &Value, path: &str, out: &mut Vec<String>) {
+    match value {
+        Value::Number(_) => out.push(path.to_owned()),
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                numeric_leaves(item, &format!("{path}/{i}"), out);
+            }
+        }
+        Value::Object(fields) => {
+            for (key, item) in fields {
+                numeric_leaves(item, &format!("{path}/{key}"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Every entry's example with each numeric field set to the extremes of f64 and u64,
+/// through the server and (one field per entry) the command line: an answer without
+/// `null`, or a 4xx / exit 2 naming a field; never a 500, a panic or a hang.
+#[test]
+fn every_numeric_field_at_its_extremes_through_http_and_the_cli() {
+    let server = start_server();
+    let arlbook = Arlbook::new(env!("CARGO_BIN_EXE_arlbook"));
+    let extremes = [json!(5e-324), json!(f64::MAX), json!(u64::MAX), json!(-1)];
+    for entry in arlbook_core::api::ENTRIES {
+        let example = arlbook_core::api::examples::example(entry.name).unwrap();
+        let mut leaves = Vec::new();
+        numeric_leaves(&example, "", &mut leaves);
+        for (i, leaf) in leaves.iter().enumerate() {
+            for extreme in &extremes {
+                let mut request = example.clone();
+                *request.pointer_mut(leaf).unwrap() = extreme.clone();
+                let body = request.to_string();
+                let path = format!("/api/compute/{}", entry.name);
+                let (status, text) = server.request("POST", &path, body.as_bytes());
+                check_hostile(entry.name, &body, status, &text, None);
+                if i == 0 {
+                    let (code, answer) = arlbook.compute(entry.name, &body);
+                    assert!(
+                        code == 0 && !has_null(&answer)
+                            || code == 2 && answer["error"]["field"].is_string(),
+                        "CLI {} {body}: exit {code}, {answer}",
+                        entry.name
+                    );
+                }
+            }
+        }
+    }
+}
