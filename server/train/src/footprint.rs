@@ -50,6 +50,9 @@ pub struct Footprint {
     pub tokens_per_step: f64,
 }
 
+/// Bytes in a MiB.
+const MIB: f64 = 1_048_576.0;
+
 /// The most tokens one GRPO step may ask for.
 pub const MAX_TOKENS_PER_STEP: f64 = 1e9;
 
@@ -76,7 +79,7 @@ pub fn estimate(shape: &Shape) -> Footprint {
 /// `(field, message)`.
 pub fn over_budget(shape: &Shape, budget_mb: usize) -> Option<(&'static str, String)> {
     let f = estimate(shape);
-    let budget = budget_mb as f64 * (1 << 20) as f64;
+    let budget = budget_mb as f64 * MIB;
     if f.training_bytes > budget {
         return Some((
             "model",
@@ -86,7 +89,7 @@ pub fn over_budget(shape: &Shape, budget_mb: usize) -> Option<(&'static str, Str
                  activations), over memory_budget_mb = {budget_mb}; make the model smaller \
                  or raise the budget",
                 f.parameters,
-                f.training_bytes / (1 << 20) as f64,
+                f.training_bytes / MIB,
             ),
         ));
     }
