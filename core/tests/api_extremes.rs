@@ -7,6 +7,7 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use arlbook_core::api::{ENTRIES, compute, examples};
+use arlbook_tests::json::numeric_leaves;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
@@ -22,24 +23,6 @@ fn extremes() -> Vec<Value> {
         json!(u64::MAX),
         json!(-1),
     ]
-}
-
-/// JSON pointers of every number in `value`.
-fn numeric_leaves(value: &Value, path: &str, out: &mut Vec<String>) {
-    match value {
-        Value::Number(_) => out.push(path.to_owned()),
-        Value::Array(items) => {
-            for (i, item) in items.iter().enumerate() {
-                numeric_leaves(item, &format!("{path}/{i}"), out);
-            }
-        }
-        Value::Object(fields) => {
-            for (key, item) in fields {
-                numeric_leaves(item, &format!("{path}/{key}"), out);
-            }
-        }
-        _ => {}
-    }
 }
 
 /// A `null` in `response` that is not one the entry documents: `mixed-group`'s costs
@@ -107,8 +90,7 @@ fn examples_with_leaves() -> Vec<(&'static str, Value, Vec<String>)> {
         .iter()
         .map(|entry| {
             let request = examples::example(entry.name).expect("every entry has an example");
-            let mut leaves = Vec::new();
-            numeric_leaves(&request, "", &mut leaves);
+            let leaves = numeric_leaves(&request);
             (entry.name, request, leaves)
         })
         .collect()

@@ -3,6 +3,7 @@
 
 use arlbook_tests::cli::Arlbook;
 use arlbook_tests::http::Server;
+use arlbook_tests::json::{has_null, numeric_leaves};
 use serde_json::{Value, json};
 
 const INDEX: &str = "<!doctype html><title>arlbook test page</title>";
@@ -152,16 +153,6 @@ fn app_routes_get_the_page_and_missing_files_a_404() {
     assert!(json_body(&body)["error"].is_object(), "{body}");
 }
 
-/// Every number in a JSON value is finite (serde writes NaN and infinities as `null`).
-fn has_null(value: &Value) -> bool {
-    match value {
-        Value::Null => true,
-        Value::Array(items) => items.iter().any(has_null),
-        Value::Object(fields) => fields.values().any(has_null),
-        _ => false,
-    }
-}
-
 /// Checks one answer to a hostile request: a computed answer with finite numbers, or a
 /// 4xx whose JSON error names a field (`expect_field`, when given, as its prefix).
 fn check_hostile(name: &str, body: &str, status: u16, text: &str, expect_field: Option<&str>) {
@@ -258,24 +249,6 @@ fn hostile_compute_requests_get_4xx_naming_the_field() {
     assert_eq!(json_body(&body)["error"]["field"], "samples");
 }
 
-/// Pointers (`/a/0`) of every number in `value`.
-fn numeric_leaves(value: &Value, path: &str, out: &mut Vec<String>) {
-    match value {
-        Value::Number(_) => out.push(path.to_owned()),
-        Value::Array(items) => {
-            for (i, item) in items.iter().enumerate() {
-                numeric_leaves(item, &format!("{path}/{i}"), out);
-            }
-        }
-        Value::Object(fields) => {
-            for (key, item) in fields {
-                numeric_leaves(item, &format!("{path}/{key}"), out);
-            }
-        }
-        _ => {}
-    }
-}
-
 /// Every entry's example with each numeric field set to the extremes of f64 and u64,
 /// through the server and (one field per entry) the command line: an answer without
 /// `null`, or a 4xx / exit 2 naming a field; never a 500, a panic or a hang.
@@ -286,9 +259,7 @@ fn every_numeric_field_at_its_extremes_through_http_and_the_cli() {
     let extremes = [json!(5e-324), json!(f64::MAX), json!(u64::MAX), json!(-1)];
     for entry in arlbook_core::api::ENTRIES {
         let example = arlbook_core::api::examples::example(entry.name).unwrap();
-        let mut leaves = Vec::new();
-        numeric_leaves(&example, "", &mut leaves);
-        for (i, leaf) in leaves.iter().enumerate() {
+        for (i, leaf) in numeric_leaves(&example).iter().enumerate() {
             for extreme in &extremes {
                 let mut request = example.clone();
                 *request.pointer_mut(leaf).unwrap() = extreme.clone();

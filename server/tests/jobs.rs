@@ -325,6 +325,18 @@ fn a_job_trains_and_streams_every_metrics_row_once() {
     cleanup(&data);
 }
 
+/// Follows job `id` to its end: it succeeded after exactly one resume, and its stream
+/// and its file hold every row once. Returns the streamed rows and the final view.
+fn finished_after_one_resume(server: &Server, id: u64, sft_steps: u64) -> (Vec<Value>, Value) {
+    let (rows, end) = read_events(server, &format!("/api/jobs/{id}/metrics"));
+    assert_eq!(end["state"], "succeeded", "{end}");
+    let view = job(server, id);
+    assert_eq!(view["resumes"], 1, "{view}");
+    assert_eq!(keys(&rows), expected_keys(sft_steps));
+    assert_eq!(keys(&file_rows(&view)), expected_keys(sft_steps));
+    (rows, view)
+}
+
 /// A server on `data` running a tiny job of `sft_steps` SFT steps, returned once the
 /// job has a checkpoint but is far from done: the server, the job id and its view.
 fn job_past_its_first_checkpoint(data: &Path, sft_steps: u64) -> (Server, u64, Value) {
@@ -354,12 +366,7 @@ fn a_server_killed_mid_job_resumes_it_on_restart_with_every_row_once() {
         matches!(listed[0]["state"].as_str(), Some("interrupted" | "running")),
         "{body}"
     );
-    let (rows, end) = read_events(&server, &format!("/api/jobs/{id}/metrics"));
-    assert_eq!(end["state"], "succeeded", "{end}");
-    let view = job(&server, id);
-    assert_eq!(view["resumes"], 1, "{view}");
-    assert_eq!(keys(&rows), expected_keys(sft_steps));
-    assert_eq!(keys(&file_rows(&view)), expected_keys(sft_steps));
+    let (rows, view) = finished_after_one_resume(&server, id, sft_steps);
     assert!(
         rows_before < rows.len(),
         "the kill landed after the run ended"
@@ -402,12 +409,7 @@ fn a_server_stopped_with_sigterm_marks_its_job_interrupted_and_resumes_it() {
         std::thread::sleep(Duration::from_millis(100));
     }
     let mut server = start(&data, &[]);
-    let (rows, end) = read_events(&server, &format!("/api/jobs/{id}/metrics"));
-    assert_eq!(end["state"], "succeeded", "{end}");
-    let view = job(&server, id);
-    assert_eq!(view["resumes"], 1, "{view}");
-    assert_eq!(keys(&rows), expected_keys(sft_steps));
-    assert_eq!(keys(&file_rows(&view)), expected_keys(sft_steps));
+    finished_after_one_resume(&server, id, sft_steps);
     server.kill();
     cleanup(&data);
 }
@@ -431,12 +433,7 @@ fn a_trainer_killed_by_a_signal_is_interrupted_and_resumed_from_its_checkpoint()
         resumed["error"].as_str().unwrap_or("").contains("signal 9"),
         "the signal is in the job's error: {resumed}"
     );
-    let (rows, end) = read_events(&server, &format!("/api/jobs/{id}/metrics"));
-    assert_eq!(end["state"], "succeeded", "{end}");
-    let view = job(&server, id);
-    assert_eq!(view["resumes"], 1, "{view}");
-    assert_eq!(keys(&rows), expected_keys(sft_steps));
-    assert_eq!(keys(&file_rows(&view)), expected_keys(sft_steps));
+    finished_after_one_resume(&server, id, sft_steps);
     cleanup(&data);
 }
 

@@ -12,4 +12,5 @@
 pub mod browser;
 pub mod cli;
 pub mod http;
+pub mod json;
 pub mod webdriver;
