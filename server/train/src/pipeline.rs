@@ -26,9 +26,6 @@ pub enum Stage {
 }
 
 impl Stage {
-    /// The names `--stage` takes, in the order of the variants.
-    pub const NAMES: &[&str] = &["sft", "grpo", "rs", "all"];
-
     /// The RL stage (position stage number) this invocation runs under `config`, if any.
     pub fn rl_stage(self, config: &TrainConfig) -> Option<u8> {
         match self {
@@ -43,22 +40,11 @@ impl Stage {
     }
 }
 
-impl std::str::FromStr for Stage {
-    type Err = String;
-
-    fn from_str(name: &str) -> Result<Self, Self::Err> {
-        match name {
-            "sft" => Ok(Self::Sft),
-            "grpo" => Ok(Self::Grpo),
-            "rs" => Ok(Self::Rs),
-            "all" => Ok(Self::All),
-            _ => Err(format!(
-                "unknown stage `{name}`; expected one of {}",
-                Self::NAMES.join(", ")
-            )),
-        }
-    }
-}
+super::config::named_variants!(
+    Stage,
+    "stage",
+    [("sft", Sft), ("grpo", Grpo), ("rs", Rs), ("all", All)]
+);
 
 impl Trainer {
     /// Runs the requested stages from the current position to the end.
