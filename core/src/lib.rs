@@ -14,6 +14,7 @@
 
 pub mod agent;
 pub mod api;
+pub mod cancel;
 pub mod error;
 #[cfg(feature = "gpu")]
 pub mod gpu;

@@ -5,8 +5,13 @@
 //! runs its work on the calling thread, so the same code compiles and gives the same
 //! results everywhere. Callers split work so that the result does not depend on the
 //! thread count (each part draws from its own random stream, or sums in a fixed order).
+//!
+//! The calling thread's cancellation token ([`crate::cancel`]) is current on every
+//! thread started here too, so cancelled work stops on all of them.
 
 use std::num::NonZero;
+
+use crate::cancel;
 
 /// The threads this machine offers (1 on `wasm32`).
 pub fn available_threads() -> usize {
@@ -37,10 +42,16 @@ where
     if jobs.len() <= 1 || available_threads() == 1 {
         return jobs.into_iter().map(|job| job()).collect();
     }
+    let token = cancel::current();
     std::thread::scope(|scope| {
         let mut jobs = jobs.into_iter();
         let first = jobs.next();
-        let handles: Vec<_> = jobs.map(|job| scope.spawn(job)).collect();
+        let handles: Vec<_> = jobs
+            .map(|job| {
+                let token = token.clone();
+                scope.spawn(move || cancel::with(token.as_ref(), job))
+            })
+            .collect();
         let mut results: Vec<R> = first.into_iter().map(|job| job()).collect();
         results.extend(handles.into_iter().map(|handle| {
             handle
@@ -61,8 +72,9 @@ where
     if available_threads() == 1 {
         return (a(), b());
     }
+    let token = cancel::current();
     std::thread::scope(|scope| {
-        let second = scope.spawn(b);
+        let second = scope.spawn(move || cancel::with(token.as_ref(), b));
         let first = a();
         let second = second
             .join()
@@ -110,6 +122,21 @@ mod tests {
         let jobs: Vec<_> = (0..5).map(|i| move || i * 10).collect();
         assert_eq!(run_all(jobs), [0, 10, 20, 30, 40]);
         assert_eq!(join(|| 1, || "two"), (1, "two"));
+    }
+
+    #[test]
+    fn the_cancellation_token_reaches_every_thread() {
+        let token = cancel::CancelToken::new();
+        token.cancel();
+        let seen = cancel::with(Some(&token), || {
+            let jobs: Vec<_> = (0..4).map(|_| cancel::requested).collect();
+            let (a, b) = join(cancel::requested, cancel::requested);
+            let mut seen = run_all(jobs);
+            seen.extend([a, b]);
+            seen
+        });
+        assert_eq!(seen, [true; 6]);
+        assert!(!cancel::requested());
     }
 
     #[test]

@@ -163,3 +163,15 @@ fn a_mixed_group_cost_that_overflows_is_refused() {
     let out = compute("mixed-group", json!({"p": 0.0, "group_size": 2})).unwrap();
     assert_eq!(out["expected_attempts"], Value::Null);
 }
+
+#[test]
+fn a_lag_simulation_whose_scans_exceed_the_budget_names_workers() {
+    // 65,536 workers over 4,000 completions: few draws, but every completion scans
+    // every worker (2.6e8 comparisons).
+    let request = |workers: u64| {
+        json!({"workers": workers, "batch_size": 40, "updates": 100, "max_lag": 1,
+               "duration": {"kind": "exponential", "mean": 1.0}})
+    };
+    assert_eq!(refused("lag-filter", request(1 << 16)), "workers");
+    assert!(compute("lag-filter", request(64)).is_ok());
+}

@@ -261,3 +261,129 @@ fn a_second_server_on_the_same_data_folder_exits_with_a_message() {
     drop(first);
     let _ = std::fs::remove_dir_all(&data);
 }
+
+/// Sends `bytes` exactly as given and returns the status, the head and the JSON body.
+fn raw_bytes(addr: &str, bytes: &[u8]) -> (u16, String, Value) {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    // The server may answer and close before it has read everything.
+    let _ = stream.write_all(bytes);
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer);
+    let answer = String::from_utf8_lossy(&answer).into_owned();
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {answer:?}"));
+    (
+        status,
+        head.to_owned(),
+        serde_json::from_str(body).unwrap_or(Value::Null),
+    )
+}
+
+#[test]
+fn requests_the_parser_refuses_get_json_errors() {
+    let data = scratch("parser");
+    let server = Server::start_with(&arlbook(), INDEX, &data, &[]);
+    // Far over hyper's ~400 KiB head buffer: a head under about twice that can still be
+    // read whole by one of its growing reads before the limit is checked.
+    let long_header = format!(
+        "GET /api/health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Long: {}\r\n\r\n",
+        "a".repeat(2_000_000)
+    );
+    let long_uri = format!(
+        "GET /{} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+        "a".repeat(70_000)
+    );
+    let mut many_headers = "GET /api/health HTTP/1.1\r\nHost: 127.0.0.1\r\n".to_owned();
+    for i in 0..120 {
+        for part in ["X-", &i.to_string(), ": 1\r\n"] {
+            many_headers.push_str(part);
+        }
+    }
+    many_headers.push_str("\r\n");
+    let cases: [(&[u8], u16); 5] = [
+        (b"GARBAGE\r\n\r\n", 400),
+        (b"GET / HTTP/3.0\r\nHost: 127.0.0.1\r\n\r\n", 400),
+        (long_header.as_bytes(), 431),
+        (many_headers.as_bytes(), 431),
+        (long_uri.as_bytes(), 414),
+    ];
+    for (request, expected) in cases {
+        let shown = String::from_utf8_lossy(&request[..request.len().min(40)]).into_owned();
+        let (status, head, body) = raw_bytes(&server.addr, request);
+        assert_eq!(status, expected, "{shown:?}: {head}");
+        assert!(
+            head.contains("content-type: application/json"),
+            "{shown:?}: {head}"
+        );
+        assert_eq!(field(&body), "(request)", "{shown:?}: {body}");
+        assert!(body["error"]["message"].is_string(), "{shown:?}: {body}");
+    }
+    // A well-formed request after them is answered as usual.
+    let (status, _) = server.request("GET", "/api/health", b"");
+    assert_eq!(status, 200);
+    drop(server);
+    let _ = std::fs::remove_dir_all(&data);
+}
+
+fn health(server: &Server) -> Value {
+    let (status, body) = server.request("GET", "/api/health", b"");
+    assert_eq!(status, 200, "{body}");
+    serde_json::from_str(&body).unwrap()
+}
+
+#[test]
+fn a_computation_past_the_request_deadline_is_stopped() {
+    let data = scratch("deadline");
+    let server = Server::start_with(&arlbook(), INDEX, &data, &["--request-timeout", "1"]);
+    // Eight requests at the work budget (about a second of one core each) at once on
+    // a machine of a few cores: most pass the 1 s deadline while running.
+    let request = r#"{"mu": [0.5, 0.5], "pi": [0.9, 0.1], "values": [1.0, 2.0],
+        "samples": 1000000, "estimates": 50}"#;
+    let statuses: Vec<u16> = std::thread::scope(|scope| {
+        let calls: Vec<_> = (0..8)
+            .map(|_| {
+                scope.spawn(|| {
+                    server
+                        .request(
+                            "POST",
+                            "/api/compute/importance-sampling",
+                            request.as_bytes(),
+                        )
+                        .0
+                })
+            })
+            .collect();
+        calls.into_iter().map(|c| c.join().unwrap()).collect()
+    });
+    let timed_out = statuses.iter().filter(|&&s| s == 408).count();
+    assert!(
+        timed_out > 0,
+        "no request reached the deadline: {statuses:?}"
+    );
+    assert!(
+        statuses.iter().all(|&s| s == 408 || s == 200),
+        "{statuses:?}"
+    );
+    // Every computation ends, the ones past the deadline by being stopped.
+    let start = Instant::now();
+    let mut state = health(&server);
+    while state["computations_running"] != 0 && start.elapsed() < Duration::from_secs(120) {
+        std::thread::sleep(Duration::from_millis(100));
+        state = health(&server);
+    }
+    assert_eq!(state["computations_running"], 0, "{state}");
+    let cancelled = state["computations_cancelled"].as_u64().unwrap();
+    assert!(
+        cancelled >= 1 && cancelled as usize <= timed_out,
+        "{cancelled} stopped for {timed_out} answered 408: {state}"
+    );
+    drop(server);
+    let _ = std::fs::remove_dir_all(&data);
+}

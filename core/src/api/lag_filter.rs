@@ -3,9 +3,13 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{Entry, MAX_DRAWS, check_draws};
-use crate::error::{FieldError, Result, check};
+use super::{Entry, check_draws, check_work};
+use crate::error::{Result, check};
 use crate::math::lag::{self, DurationDistribution, LagConfig, LagReport};
+
+/// Finish-time comparisons charged as one work unit (calibrated with the draws: a
+/// comparison costs about a quarter of a draw).
+const SCANS_PER_UNIT: u64 = 4;
 
 /// Request for `lag-filter`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -101,19 +105,11 @@ pub fn plan(request: &Request) -> Result<Plan> {
             .saturating_mul(per_duration)
             .saturating_mul(replicates),
     )?;
-    // Each event scans every worker's finish time.
+    // Each event scans every worker's finish time, a comparison being a quarter unit.
     let scan = events
         .saturating_mul(request.workers as u64)
         .saturating_mul(replicates);
-    if scan > 4 * MAX_DRAWS {
-        return Err(FieldError::new(
-            "workers",
-            format!(
-                "workers x completions x replicates is {scan}; the limit per request is {}",
-                4 * MAX_DRAWS
-            ),
-        ));
-    }
+    check_work("workers", scan / SCANS_PER_UNIT)?;
     Ok(Plan {
         config,
         replicates: request.replicates,

@@ -19,6 +19,9 @@
 //!   be represented (a spread that overflows `f64`, an infinite cost) are refused too, and
 //!   [`run`] turns any non-finite number left in a response into an error rather than a
 //!   JSON `null`; the only `null`s are the ones an entry documents ([`Entry::NULLABLE`]).
+//! - Work that is no longer wanted stops: the long loops check the caller's
+//!   cancellation token ([`crate::cancel`]) and [`run`] refuses what a stopped
+//!   computation left.
 //! - Sampling entries take a `seed` and are deterministic for it.
 
 use serde::de::DeserializeOwned;
@@ -208,10 +211,16 @@ fn unknown_name(name: &str) -> FieldError {
     )
 }
 
-/// Deserialises, computes and serialises one entry.
+/// Deserialises, computes and serialises one entry. A computation cancelled while it
+/// ran ([`crate::cancel`]) ends in [`crate::cancel::cancelled_error`], whatever its
+/// loops left behind.
 pub fn run<E: Entry>(request: Value) -> Result<Value> {
     let request: E::Request = parse_request(request)?;
-    let response = E::compute(&request)?;
+    let computed = E::compute(&request);
+    if crate::cancel::requested() {
+        return Err(crate::cancel::cancelled_error());
+    }
+    let response = computed?;
     let value = serde_json::to_value(&response)
         .map_err(|e| FieldError::new("(response)", format!("could not serialise: {e}")))?;
     check_no_null(&value, E::NULLABLE)?;

@@ -115,7 +115,10 @@ pub struct Replicate {
 pub fn sample_replicate(problem: &Problem, samples: usize, stream: &mut RandomStream) -> Replicate {
     let w = problem.weights();
     let (mut sum_w, mut sum_w2, mut sum_wf) = (0.0, 0.0, 0.0);
-    for _ in 0..samples {
+    for i in 0..samples {
+        if crate::cancel::due(i) {
+            break;
+        }
         let a = stream.categorical(&problem.mu);
         sum_w += w[a];
         sum_w2 += w[a] * w[a];

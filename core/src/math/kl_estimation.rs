@@ -170,7 +170,10 @@ impl Problem {
 /// One replicate's estimates `[k1, k2, k3]`, each the mean over `samples` draws.
 pub fn sample_replicate(problem: &Problem, samples: usize, stream: &mut RandomStream) -> [f64; 3] {
     let mut sums = [0.0; 3];
-    for _ in 0..samples {
+    for i in 0..samples {
+        if crate::cancel::due(i) {
+            break;
+        }
         let values = &problem.values[problem.action(stream.uniform_f32())];
         for (s, v) in sums.iter_mut().zip(values) {
             *s += v;

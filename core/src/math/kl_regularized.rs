@@ -171,6 +171,9 @@ impl Problem {
         let (lo, hi) = (beta_min.ln(), beta_max.ln());
         (0..points)
             .map(|i| {
+                if crate::cancel::requested() {
+                    return Err(crate::cancel::cancelled_error());
+                }
                 let t = if points > 1 {
                     i as f64 / (points - 1) as f64
                 } else {

@@ -208,6 +208,9 @@ pub fn simulate(config: &LagConfig, stream: &mut RandomStream) -> LagReport {
     let mut in_batch = 0usize;
     let mut report = LagReport::default();
     while (version as usize) < config.updates {
+        if crate::cancel::due(report.completed as usize) {
+            break;
+        }
         // Smallest finish time; strict `<` keeps the lowest index on ties.
         let mut worker = 0;
         for w in 1..config.workers {

@@ -99,6 +99,9 @@ pub fn simulate_dynamic_sampling(
             run.capped = true;
             break;
         }
+        if crate::cancel::due(run.groups_drawn as usize) {
+            break;
+        }
         let mut successes = 0u64;
         for _ in 0..group_size {
             successes += u64::from(stream.bernoulli_f32(p_f32));

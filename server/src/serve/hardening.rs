@@ -54,9 +54,17 @@ pub async fn require_token(State(token): State<Token>, request: Request, next: N
     response
 }
 
+/// The request deadline in force (`--request-timeout`), for the 408's message.
+#[derive(Debug, Clone, Copy)]
+pub struct Deadline(pub std::time::Duration);
+
 /// Middleware: an error status whose body is not JSON gets a JSON body naming the
 /// problem (413 from the body limit, 408 from the timeout, 405 from routing...).
-pub async fn json_errors(request: Request, next: Next) -> Response {
+pub async fn json_errors(
+    State(Deadline(deadline)): State<Deadline>,
+    request: Request,
+    next: Next,
+) -> Response {
     let body_limit = if request.uri().path().starts_with("/api/jobs") {
         super::MAX_JOB_BODY_BYTES
     } else {
@@ -79,8 +87,8 @@ pub async fn json_errors(request: Request, next: Next) -> Response {
             )
         }
         StatusCode::REQUEST_TIMEOUT => format!(
-            "the request took longer than {} s",
-            super::REQUEST_TIMEOUT.as_secs()
+            "the request took longer than {} s (--request-timeout)",
+            deadline.as_secs()
         ),
         StatusCode::METHOD_NOT_ALLOWED => {
             "this path does not answer this method (see /api/openapi.json)".to_owned()
@@ -139,7 +147,10 @@ mod tests {
     async fn a_panicking_handler_answers_500_with_json() {
         let router = Router::new()
             .route("/boom", get(boom))
-            .layer(axum::middleware::from_fn(json_errors))
+            .layer(axum::middleware::from_fn_with_state(
+                Deadline(std::time::Duration::from_secs(30)),
+                json_errors,
+            ))
             .layer(tower_http::catch_panic::CatchPanicLayer::custom(
                 panic_response,
             ));
@@ -155,7 +166,10 @@ mod tests {
                 "/teapot",
                 get(|| async { (StatusCode::IM_A_TEAPOT, "short and stout") }),
             )
-            .layer(axum::middleware::from_fn(json_errors));
+            .layer(axum::middleware::from_fn_with_state(
+                Deadline(std::time::Duration::from_secs(30)),
+                json_errors,
+            ));
         let (status, body) = answer(router, "/teapot").await;
         assert_eq!(status, StatusCode::IM_A_TEAPOT);
         assert!(body["error"]["message"].is_string());

@@ -11,6 +11,8 @@
 //!   [`RESERVED_DESCRIPTORS`] of the process's descriptor limit free, so silent
 //!   sockets cannot exhaust the descriptors the database, the job logs and the
 //!   training processes need; with the header deadline they are cut after it.
+//! - **Parser errors**: the answers hyper gives to requests it cannot parse get JSON
+//!   bodies like every other error ([`super::parser_errors`]).
 //! - **Shutdown**: on the stop signal the loop stops accepting, asks every connection
 //!   to finish its current request, and waits for them (at most [`DRAIN_LIMIT`]).
 
@@ -24,6 +26,8 @@ use hyper_util::server::conn::auto::Builder;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
+
+use super::parser_errors::JsonParserErrors;
 
 /// Descriptors kept free for everything but connections.
 pub const RESERVED_DESCRIPTORS: usize = 64;
@@ -97,7 +101,8 @@ pub async fn serve(
         let service = TowerToHyperService::new(router.clone());
         let mut stopping = stopping.clone();
         tokio::spawn(async move {
-            let connection = builder.serve_connection(TokioIo::new(stream), service);
+            let socket = TokioIo::new(JsonParserErrors::new(stream));
+            let connection = builder.serve_connection(socket, service);
             tokio::pin!(connection);
             let stopped = async move {
                 let _ = stopping.wait_for(|stop| *stop).await;

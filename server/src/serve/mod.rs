@@ -46,6 +46,7 @@ mod job_routes;
 mod listen;
 mod metrics_stream;
 pub mod openapi;
+mod parser_errors;
 mod same_origin;
 mod web_files;
 
@@ -53,8 +54,8 @@ mod web_files;
 pub const MAX_BODY_BYTES: usize = 1 << 20;
 /// The largest accepted job request (a training config is a few hundred bytes).
 pub const MAX_JOB_BODY_BYTES: usize = 64 << 10;
-/// How long one request may take before it is answered 408 (a metrics stream only
-/// needs its headers within this time).
+/// How long one request may take by default before it is answered 408 (a metrics
+/// stream only needs its headers within this time); `--request-timeout` sets it.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Arguments of `arlbook serve`.
@@ -100,6 +101,10 @@ pub struct ServeArgs {
     /// request when idle; then it is closed.
     #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub header_timeout: u64,
+    /// Seconds a request may take before it is answered 408; a computation still
+    /// running then is stopped.
+    #[arg(long, default_value_t = REQUEST_TIMEOUT.as_secs(), value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub request_timeout: u64,
     /// Bearer token for POST and DELETE /api/jobs. Required whenever the server listens
     /// beyond loopback (one is generated and printed if not given); on loopback it is
     /// only checked when given.
@@ -132,6 +137,7 @@ pub fn router(
     jobs: JobsState,
     token: hardening::Token,
     same_origin: same_origin::SameOrigin,
+    request_timeout: Duration,
 ) -> Router {
     let web_dir: Arc<Path> = Arc::from(web_dir);
     let job_api = Router::new()
@@ -167,9 +173,12 @@ pub fn router(
         .layer(RequestBodyLimitLayer::new(MAX_BODY_BYTES))
         .layer(tower_http::timeout::TimeoutLayer::with_status_code(
             StatusCode::REQUEST_TIMEOUT,
-            REQUEST_TIMEOUT,
+            request_timeout,
         ))
-        .layer(axum::middleware::from_fn(hardening::json_errors))
+        .layer(axum::middleware::from_fn_with_state(
+            hardening::Deadline(request_timeout),
+            hardening::json_errors,
+        ))
         .layer(CatchPanicLayer::custom(hardening::panic_response))
 }
 
@@ -276,7 +285,8 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
             header_timeout: Duration::from_secs(args.header_timeout),
             max_connections: args.max_connections as usize,
         };
-        let app = router(&args.web, jobs, token, same_origin);
+        let request_timeout = Duration::from_secs(args.request_timeout);
+        let app = router(&args.web, jobs, token, same_origin, request_timeout);
         listen::serve(listener, app, limits, async move {
             stop_signal().await;
             // Ends the metrics streams so their connections can close.

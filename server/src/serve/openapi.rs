@@ -42,7 +42,7 @@ pub const OPERATIONS: &[Operation] = &[
     op(
         "get",
         "/api/health",
-        "Liveness and version.",
+        "Liveness, version, `computations_running` (compute requests being worked on) and `computations_cancelled` (stopped unfinished since the start).",
         ("200", "ok"),
         false,
     ),

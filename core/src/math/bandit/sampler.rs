@@ -187,6 +187,10 @@ impl Job {
         let mut out: Vec<Totals> = Vec::new();
         let mut current = usize::MAX;
         for item in items {
+            // A chunk is at most a few million draws: check between chunks.
+            if crate::cancel::requested() {
+                break;
+            }
             let replicate = item / self.chunks_per_replicate;
             let first_sample = (item % self.chunks_per_replicate) * self.chunk;
             let samples = self.chunk.min(self.samples - first_sample);
