@@ -102,6 +102,29 @@ pub fn in_parts<T: Sync, R: Send>(
     run_all(jobs).into_iter().flatten().collect()
 }
 
+/// [`in_parts`] for work that can fail: the results in the order of `items`, or the
+/// error of the first part (in that order) that failed.
+pub fn try_in_parts<T: Sync, R: Send, E: Send>(
+    items: &[T],
+    threads: usize,
+    work: impl Fn(&[T]) -> Result<Vec<R>, E> + Sync,
+) -> Result<Vec<R>, E> {
+    let threads = threads.clamp(1, items.len().max(1));
+    if threads == 1 {
+        return work(items);
+    }
+    let work = &work;
+    let jobs: Vec<_> = items
+        .chunks(items.len().div_ceil(threads))
+        .map(|part| move || work(part))
+        .collect();
+    let mut all = Vec::with_capacity(items.len());
+    for part in run_all(jobs) {
+        all.extend(part?);
+    }
+    Ok(all)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -115,6 +138,23 @@ mod tests {
             assert_eq!(squares, expected, "{threads} threads");
         }
         assert!(in_parts(&[] as &[u32], 4, <[u32]>::to_vec).is_empty());
+    }
+
+    #[test]
+    fn try_in_parts_returns_everything_or_the_first_error() {
+        let items: Vec<u32> = (0..10).collect();
+        let doubled = try_in_parts(&items, 3, |part| {
+            Ok::<_, String>(part.iter().map(|x| 2 * x).collect())
+        });
+        assert_eq!(doubled.unwrap(), (0..10).map(|x| 2 * x).collect::<Vec<_>>());
+        let failed = try_in_parts(&items, 3, |part| {
+            if part.contains(&5) || part.contains(&9) {
+                Err(format!("part from {}", part[0]))
+            } else {
+                Ok(part.to_vec())
+            }
+        });
+        assert_eq!(failed.unwrap_err(), "part from 4");
     }
 
     #[test]

@@ -420,7 +420,7 @@ pub fn run_bench(args: &BenchArgs) -> Result<ExitCode> {
         repeats: args.repeats.max(1),
     };
     let (device, _) = device::choose(args.backend)?;
-    let timing = arlbook_train::bench::run(&model, &workload, &device);
+    let timing = arlbook_train::bench::run(&model, &workload, &device)?;
     crate::output::outln!("{}", serde_json::to_string(&timing)?);
     Ok(ExitCode::SUCCESS)
 }

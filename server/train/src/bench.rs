@@ -18,7 +18,7 @@ use burn::prelude::*;
 use serde::Serialize;
 
 use super::config::ModelConfig;
-use super::generate::{in_parts, rollout_threads};
+use super::generate::{rollout_threads, try_in_parts};
 use super::loss::{SurrogateInputs, SurrogateSettings, surrogate_loss, token_logprobs};
 use super::model::PolicyModel;
 use super::optimizer::adamw;
@@ -70,7 +70,7 @@ fn greedy_decode(
     contexts: &[Vec<u32>],
     new_tokens: usize,
     device: &Device,
-) -> Vec<Vec<u32>> {
+) -> anyhow::Result<Vec<Vec<u32>>> {
     let refs: Vec<&[u32]> = contexts.iter().map(Vec::as_slice).collect();
     let (mut cache, mut logits) = policy.prefill(&refs, device);
     let mut sequences = contexts.to_vec();
@@ -78,7 +78,7 @@ fn greedy_decode(
         let next: Vec<u32> = logits
             .argmax(1)
             .try_into_vec_as::<i64>()
-            .unwrap_or_default()
+            .map_err(|e| anyhow::anyhow!("reading the greedy tokens back from the device: {e:?}"))?
             .iter()
             .map(|&t| t as u32)
             .collect();
@@ -88,12 +88,17 @@ fn greedy_decode(
         logits = policy.decode_step(&mut cache, &next, device);
     }
     // Wait for the last step (a GPU backend queues work).
-    drop(logits.into_data());
-    sequences
+    logits
+        .try_into_data()
+        .map_err(|e| anyhow::anyhow!("finishing the last decode step on the device: {e:?}"))?;
+    Ok(sequences)
 }
 
 /// Runs the workload on `device` with the model shape `config`.
-pub fn run(config: &ModelConfig, workload: &Workload, device: &Device) -> Timing {
+///
+/// # Errors
+/// When a result cannot be read back from the device.
+pub fn run(config: &ModelConfig, workload: &Workload, device: &Device) -> anyhow::Result<Timing> {
     let train_device = device.clone().autodiff();
     train_device.seed(1);
     let mut model = PolicyModel::new(config, vocab(), &train_device);
@@ -116,9 +121,9 @@ pub fn run(config: &ModelConfig, workload: &Workload, device: &Device) -> Timing
         // Rollout: prefill + greedy decode with the cache.
         let t0 = Instant::now();
         let policy = model.valid();
-        let sequences = in_parts(&contexts, rollout_threads(device), |part| {
+        let sequences = try_in_parts(&contexts, rollout_threads(device), |part| {
             greedy_decode(&policy, part, workload.new_tokens, device)
-        });
+        })?;
         let rollout_s = t0.elapsed().as_secs_f64();
         // Update: forward, loss, backward over microbatches, one optimizer step.
         let t1 = Instant::now();
@@ -170,7 +175,7 @@ pub fn run(config: &ModelConfig, workload: &Workload, device: &Device) -> Timing
             best_update = best_update.min(update_s);
         }
     }
-    Timing {
+    Ok(Timing {
         implementation: "arlbook (burn)",
         parameters: model.num_params(),
         rollout_s: best_rollout,
@@ -178,5 +183,5 @@ pub fn run(config: &ModelConfig, workload: &Workload, device: &Device) -> Timing
         update_s: best_update,
         update_tokens_per_s: (workload.rows * (seq - 1)) as f64 / best_update,
         grpo_step_s: best_rollout + best_update,
-    }
+    })
 }

@@ -257,18 +257,20 @@ pub fn run_checkpoint(folder: &Path, plan: &EvalPlan, device: &Device) -> Result
         }
         successes
     };
-    let rollouts = roll_out(&model, device, &specs, &config.harness, &sampler, &info);
+    let rollouts = roll_out(&model, device, &specs, &config.harness, &sampler, &info)?;
     let successes = count(&rollouts);
-    let recovered = plan.recovery.then(|| {
-        count(&roll_out_from_wrong_patch(
+    let recovered = if plan.recovery {
+        Some(count(&roll_out_from_wrong_patch(
             &model,
             device,
             &specs,
             &config.harness,
             &sampler,
             &info,
-        ))
-    });
+        )?))
+    } else {
+        None
+    };
     let shown = rollouts
         .into_iter()
         .take(plan.show)

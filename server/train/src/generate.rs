@@ -8,9 +8,10 @@
 //! so without this the other cores idle through every rollout. Episodes are isolated
 //! (each samples from its own stream), so the split changes no episode's draws.
 
+use anyhow::{Result, anyhow};
 use arlbook_core::agent::tokenizer::{END, PAD};
 use arlbook_core::agent::{HarnessConfig, PolicyInfo};
-pub use arlbook_core::parallel::in_parts;
+pub use arlbook_core::parallel::{in_parts, try_in_parts};
 use burn::prelude::*;
 
 use super::model::PolicyModel;
@@ -35,18 +36,25 @@ impl<'m> ModelGenerator<'m> {
         Self { model, device }
     }
 
-    fn generate_chunk(&mut self, requests: &mut [Request<'_>], sampler: &Sampler) -> Vec<Action> {
+    fn generate_chunk(
+        &mut self,
+        requests: &mut [Request<'_>],
+        sampler: &Sampler,
+    ) -> Result<Vec<Action>> {
         let n = requests.len();
         let contexts: Vec<&[u32]> = requests.iter().map(|r| r.context).collect();
         let (mut cache, mut logits) = self.model.prefill(&contexts, &self.device);
         let mut actions = vec![Action::default(); n];
         let mut done: Vec<bool> = requests.iter().map(|r| r.limit == 0).collect();
         let longest = requests.iter().map(|r| r.limit).max().unwrap_or(0);
-        for _ in 0..longest {
+        for step in 0..longest {
             let vocab = logits.dims()[1];
-            let rows: Vec<f32> = logits
-                .try_into_vec_as::<f32>()
-                .unwrap_or_else(|_| vec![0.0; n * vocab]);
+            let rows: Vec<f32> = logits.try_into_vec_as::<f32>().map_err(|e| {
+                anyhow!(
+                    "reading the [{n}, {vocab}] logits of generation step {step} back from \
+                     the device: {e:?}"
+                )
+            })?;
             let mut next = vec![PAD; n];
             for (i, request) in requests.iter_mut().enumerate() {
                 if done[i] {
@@ -70,17 +78,17 @@ impl<'m> ModelGenerator<'m> {
             }
             logits = self.model.decode_step(&mut cache, &next, &self.device);
         }
-        actions
+        Ok(actions)
     }
 }
 
 impl Generator for ModelGenerator<'_> {
-    fn generate(&mut self, requests: &mut [Request<'_>], sampler: &Sampler) -> Vec<Action> {
+    fn generate(&mut self, requests: &mut [Request<'_>], sampler: &Sampler) -> Result<Vec<Action>> {
         let mut actions = Vec::with_capacity(requests.len());
         for chunk in requests.chunks_mut(MAX_ROWS) {
-            actions.extend(self.generate_chunk(chunk, sampler));
+            actions.extend(self.generate_chunk(chunk, sampler)?);
         }
-        actions
+        Ok(actions)
     }
 }
 
@@ -96,6 +104,9 @@ pub fn rollout_threads(device: &Device) -> usize {
 
 /// Runs every episode of `specs` to its end with `model` on `device`, returning the
 /// rollouts in the order of `specs` (see the module docs for the threads).
+///
+/// # Errors
+/// When the model's logits cannot be read back from the device.
 pub fn roll_out(
     model: &PolicyModel,
     device: &Device,
@@ -103,8 +114,8 @@ pub fn roll_out(
     harness: &HarnessConfig,
     sampler: &Sampler,
     info: &PolicyInfo,
-) -> Vec<Rollout> {
-    in_parts(specs, rollout_threads(device), |part| {
+) -> Result<Vec<Rollout>> {
+    try_in_parts(specs, rollout_threads(device), |part| {
         let mut generator = ModelGenerator::new(model, device.clone());
         run_lockstep(part, harness, &mut generator, sampler, info)
     })
@@ -155,11 +166,12 @@ mod tests {
             sampling: arlbook_core::agent::SamplingSettings::default(),
         };
         let mut generator = ModelGenerator::new(&model, device.clone());
-        let together = run_lockstep(&specs, &harness, &mut generator, &sampler, &info);
-        let threaded = in_parts(&specs, 2, |part| {
+        let together = run_lockstep(&specs, &harness, &mut generator, &sampler, &info).unwrap();
+        let threaded = try_in_parts(&specs, 2, |part| {
             let mut generator = ModelGenerator::new(&model, device.clone());
             run_lockstep(part, &harness, &mut generator, &sampler, &info)
-        });
+        })
+        .unwrap();
         assert_eq!(together.len(), threaded.len());
         for (a, b) in together.iter().zip(&threaded) {
             assert_eq!(a.record.group_id, b.record.group_id);

@@ -11,11 +11,12 @@
 //! which fails again. From there the policy acts: it has to read the failure, find the
 //! line and fix it. The forced calls use four of the harness's turns.
 
+use anyhow::Result;
 use arlbook_core::agent::policy::scripted;
 use arlbook_core::agent::{EditMode, HarnessConfig, PolicyInfo, Task, ToolCall};
 use burn::prelude::*;
 
-use super::generate::{ModelGenerator, in_parts, rollout_threads};
+use super::generate::{ModelGenerator, rollout_threads, try_in_parts};
 use super::model::PolicyModel;
 use super::rollout::{
     Action, EpisodeSpec, Generator, Request, Rollout, answer_with_model, run_lockstep,
@@ -50,7 +51,7 @@ struct Opening<G> {
 }
 
 impl<G: Generator> Generator for Opening<G> {
-    fn generate(&mut self, requests: &mut [Request<'_>], sampler: &Sampler) -> Vec<Action> {
+    fn generate(&mut self, requests: &mut [Request<'_>], sampler: &Sampler) -> Result<Vec<Action>> {
         let (openings, calls) = (&self.openings, &mut self.calls);
         let (mut actions, generated) =
             answer_with_model(&mut self.model, requests, sampler, |request| {
@@ -65,11 +66,11 @@ impl<G: Generator> Generator for Opening<G> {
                         keep: Vec::new(),
                     }
                 })
-            });
+            })?;
         for (k, action) in generated {
             actions[k] = Some(action);
         }
-        actions.into_iter().map(Option::unwrap_or_default).collect()
+        Ok(actions.into_iter().map(Option::unwrap_or_default).collect())
     }
 }
 
@@ -81,8 +82,8 @@ pub fn roll_out_from_wrong_patch(
     harness: &HarnessConfig,
     sampler: &Sampler,
     info: &PolicyInfo,
-) -> Vec<Rollout> {
-    in_parts(specs, rollout_threads(device), |part| {
+) -> Result<Vec<Rollout>> {
+    try_in_parts(specs, rollout_threads(device), |part| {
         let mut generator = Opening {
             model: ModelGenerator::new(model, device.clone()),
             openings: part.iter().map(|s| wrong_patch_opening(&s.task)).collect(),
@@ -101,14 +102,14 @@ mod tests {
     struct Finisher;
 
     impl Generator for Finisher {
-        fn generate(&mut self, requests: &mut [Request<'_>], _: &Sampler) -> Vec<Action> {
-            requests
+        fn generate(&mut self, requests: &mut [Request<'_>], _: &Sampler) -> Result<Vec<Action>> {
+            Ok(requests
                 .iter()
                 .map(|r| Action {
                     generation: scripted(&ToolCall::Finish.to_text(), r.limit),
                     ..Action::default()
                 })
-                .collect()
+                .collect())
         }
     }
 
@@ -142,7 +143,7 @@ mod tests {
             top_p: None,
         };
         let info = Teacher::new(&specs[0].task).info();
-        let rollouts = run_lockstep(&specs, &harness, &mut generator, &sampler, &info);
+        let rollouts = run_lockstep(&specs, &harness, &mut generator, &sampler, &info).unwrap();
         for rollout in &rollouts {
             let calls: Vec<&str> = rollout
                 .record

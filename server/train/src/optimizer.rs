@@ -70,34 +70,44 @@ impl ModuleVisitor for Scale<'_> {
 }
 
 /// The global L2 norm of `grads` over `model`'s parameters.
-pub fn global_norm<M: Module>(model: &M, grads: &GradientsParams) -> f64 {
+///
+/// # Errors
+/// When the norm cannot be read back from the device.
+pub fn global_norm<M: Module>(model: &M, grads: &GradientsParams) -> anyhow::Result<f64> {
     let mut visitor = SquaredNorm {
         grads,
         parts: Vec::new(),
     };
     model.visit(&mut visitor);
     if visitor.parts.is_empty() {
-        return 0.0;
+        return Ok(0.0);
     }
-    f64::from(
-        Tensor::cat(visitor.parts, 0)
-            .sum()
-            .sqrt()
-            .into_scalar::<f32>(),
-    )
+    let norm = Tensor::cat(visitor.parts, 0)
+        .sum()
+        .sqrt()
+        .try_into_scalar::<f32>()
+        .map_err(|e| anyhow::anyhow!("reading the gradient norm back from the device: {e:?}"))?;
+    Ok(f64::from(norm))
 }
 
 /// Scales `grads` so their global norm is at most `max_norm` (0 = no clipping) and
 /// returns the norm before clipping.
-pub fn clip_global_norm<M: Module>(model: &M, grads: &mut GradientsParams, max_norm: f64) -> f64 {
-    let norm = global_norm(model, grads);
+///
+/// # Errors
+/// When the norm cannot be read back from the device.
+pub fn clip_global_norm<M: Module>(
+    model: &M,
+    grads: &mut GradientsParams,
+    max_norm: f64,
+) -> anyhow::Result<f64> {
+    let norm = global_norm(model, grads)?;
     if max_norm > 0.0 && norm > max_norm {
         model.visit(&mut Scale {
             grads,
             factor: max_norm / (norm + 1e-6),
         });
     }
-    norm
+    Ok(norm)
 }
 
 #[cfg(test)]

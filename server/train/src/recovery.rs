@@ -32,7 +32,7 @@ use arlbook_core::agent::{
 use burn::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use super::generate::{ModelGenerator, in_parts, rollout_threads};
+use super::generate::{ModelGenerator, rollout_threads, try_in_parts};
 use super::model::PolicyModel;
 use super::rollout::{
     Action, EpisodeSpec, Generator, Request, Rollout, answer_with_model, run_lockstep,
@@ -109,14 +109,14 @@ fn ends_or_malformed(tokens: &[u32]) -> bool {
 }
 
 impl<G: Generator> Generator for TakeOver<G> {
-    fn generate(&mut self, requests: &mut [Request<'_>], sampler: &Sampler) -> Vec<Action> {
+    fn generate(&mut self, requests: &mut [Request<'_>], sampler: &Sampler) -> Result<Vec<Action>> {
         let (drivers, teachers) = (&self.drivers, &mut self.teachers);
         let (mut actions, generated) =
             answer_with_model(&mut self.model, requests, sampler, |request| {
                 let episode = request.episode;
                 matches!(drivers[episode], Driver::Teacher(_))
                     .then(|| teacher_action(&mut teachers[episode], request))
-            });
+            })?;
         for (k, action) in generated {
             let request = &mut requests[k];
             let episode = request.episode;
@@ -135,7 +135,7 @@ impl<G: Generator> Generator for TakeOver<G> {
                 action
             });
         }
-        actions.into_iter().map(Option::unwrap_or_default).collect()
+        Ok(actions.into_iter().map(Option::unwrap_or_default).collect())
     }
 }
 
@@ -152,13 +152,16 @@ fn call_start(record: &EpisodeRecord, call: usize) -> Option<usize> {
 /// The model's attempts at `tasks` training tasks (seeded by `seed`) with the teacher
 /// taking over at each one's first mistake; the successful take-overs, in task order.
 /// Also returns how many of the attempts the model finished without a mistake.
+///
+/// # Errors
+/// When the model's logits cannot be read back from the device.
 pub fn collect(
     model: &PolicyModel,
     device: &Device,
     harness: &HarnessConfig,
     seed: u64,
     tasks: usize,
-) -> (Vec<Demonstration>, usize) {
+) -> Result<(Vec<Demonstration>, usize)> {
     let specs: Vec<EpisodeSpec> = (0..tasks)
         .map(|i| EpisodeSpec {
             task: generate_task(
@@ -181,15 +184,15 @@ pub fn collect(
         version: "recovery".to_owned(),
         sampling: arlbook_core::agent::SamplingSettings::default(),
     };
-    let attempts: Vec<(Rollout, Driver)> = in_parts(&specs, rollout_threads(device), |part| {
+    let attempts: Vec<(Rollout, Driver)> = try_in_parts(&specs, rollout_threads(device), |part| {
         let mut generator = TakeOver {
             model: ModelGenerator::new(model, device.clone()),
             teachers: part.iter().map(|s| Teacher::new(&s.task)).collect(),
             drivers: vec![Driver::Model(0); part.len()],
         };
-        let rollouts = run_lockstep(part, harness, &mut generator, &sampler, &info);
-        rollouts.into_iter().zip(generator.drivers).collect()
-    });
+        let rollouts = run_lockstep(part, harness, &mut generator, &sampler, &info)?;
+        Ok::<_, anyhow::Error>(rollouts.into_iter().zip(generator.drivers).collect())
+    })?;
     let mut clean = 0;
     let mut demonstrations = Vec::new();
     for (rollout, driver) in attempts {
@@ -208,7 +211,7 @@ pub fn collect(
             }
         }
     }
-    (demonstrations, clean)
+    Ok((demonstrations, clean))
 }
 
 /// Writes `demonstrations` to `path` as JSON lines (through a temporary file, so a
@@ -256,8 +259,8 @@ mod tests {
     }
 
     impl Generator for OneMistake {
-        fn generate(&mut self, requests: &mut [Request<'_>], _: &Sampler) -> Vec<Action> {
-            requests
+        fn generate(&mut self, requests: &mut [Request<'_>], _: &Sampler) -> Result<Vec<Action>> {
+            Ok(requests
                 .iter_mut()
                 .map(|r| {
                     let call = self.calls[r.episode];
@@ -278,7 +281,7 @@ mod tests {
                         teacher_action(&mut self.teachers[r.episode], r)
                     }
                 })
-                .collect()
+                .collect())
         }
     }
 
@@ -312,7 +315,8 @@ mod tests {
             &mut generator,
             &sampler,
             &info,
-        );
+        )
+        .unwrap();
         (rollouts.remove(0).record, generator.drivers[0])
     }
 

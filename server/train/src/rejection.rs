@@ -33,7 +33,7 @@ pub fn run(trainer: &mut Trainer) -> Result<()> {
         let step = trainer.position.step;
         let t0 = Instant::now();
         let policy = trainer.model.valid();
-        let batch = collect(&collecting, &policy, &trainer.plain, step, step);
+        let batch = collect(&collecting, &policy, &trainer.plain, step, step)?;
         let collect_s = t0.elapsed().as_secs_f64();
         let kept: Vec<Demonstration> = batch
             .rollouts
@@ -51,11 +51,11 @@ pub fn run(trainer: &mut Trainer) -> Result<()> {
         if !kept.is_empty() {
             let mut refs: Vec<&Demonstration> = kept.iter().collect();
             let (loss, tokens, mut grads) =
-                demonstration_gradients(trainer, &mut refs, SFT_MICROBATCH_EPISODES);
+                demonstration_gradients(trainer, &mut refs, SFT_MICROBATCH_EPISODES)?;
             if !loss.is_finite() {
                 bail!("rs step {step}: the loss is not finite ({loss})");
             }
-            let grad_norm = clip_global_norm(&trainer.model, &mut grads, config.grpo.grad_clip);
+            let grad_norm = clip_global_norm(&trainer.model, &mut grads, config.grpo.grad_clip)?;
             let lr = config.rs.learning_rate;
             trainer.model = trainer.optim.step(lr, trainer.model.clone(), grads);
             row.loss = Some(loss);

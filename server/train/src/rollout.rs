@@ -6,8 +6,10 @@
 //! isolated and a seed reproduces each one whatever else is in the batch. At every
 //! turn the driver gathers the contexts of the episodes still running, asks the
 //! [`Generator`] for all their actions at once, and feeds each answer back to its
-//! episode.
+//! episode. A generator that fails (a device readback that did not complete) ends the
+//! whole batch with its error: no episode goes on with made-up actions.
 
+use anyhow::{Result, ensure};
 use arlbook_core::agent::{
     EpisodeIds, EpisodeRecord, EpisodeRun, Generation, HarnessConfig, PolicyInfo, Task,
 };
@@ -42,8 +44,15 @@ pub struct Action {
 /// Something that answers a batch of model calls (the transformer, or a test double).
 pub trait Generator {
     /// One action per request, in order. Generation may stop at the end token.
-    fn generate(&mut self, requests: &mut [Request<'_>], sampler: &Sampler) -> Vec<Action>;
+    ///
+    /// # Errors
+    /// When the model's output cannot be read (a failed device readback).
+    fn generate(&mut self, requests: &mut [Request<'_>], sampler: &Sampler) -> Result<Vec<Action>>;
 }
+
+/// What [`answer_with_model`] returns: the fixed answers by request index (`None` where
+/// the model was asked), and the model's answers as `(request index, action)`.
+pub type Answers = (Vec<Option<Action>>, Vec<(usize, Action)>);
 
 /// Answers `requests` partly without the model: `fixed` gives the action of a request
 /// it answers itself (a scripted call), and the others go to `model` in one batch.
@@ -54,7 +63,7 @@ pub fn answer_with_model<G: Generator>(
     requests: &mut [Request<'_>],
     sampler: &Sampler,
     mut fixed: impl FnMut(&mut Request<'_>) -> Option<Action>,
-) -> (Vec<Option<Action>>, Vec<(usize, Action)>) {
+) -> Result<Answers> {
     let mut actions: Vec<Option<Action>> = Vec::with_capacity(requests.len());
     let mut asked = Vec::new();
     let mut model_requests = Vec::new();
@@ -71,8 +80,8 @@ pub fn answer_with_model<G: Generator>(
         }
         actions.push(action);
     }
-    let generated = model.generate(&mut model_requests, sampler);
-    (actions, asked.into_iter().zip(generated).collect())
+    let generated = model.generate(&mut model_requests, sampler)?;
+    Ok((actions, asked.into_iter().zip(generated).collect()))
 }
 
 /// An episode to run.
@@ -98,13 +107,16 @@ pub struct Rollout {
 }
 
 /// Runs all `specs` to their end with `generator` answering every turn's calls together.
+///
+/// # Errors
+/// The generator's error, or an answer that does not have one action per call.
 pub fn run_lockstep(
     specs: &[EpisodeSpec],
     harness: &HarnessConfig,
     generator: &mut dyn Generator,
     sampler: &Sampler,
     policy: &PolicyInfo,
-) -> Vec<Rollout> {
+) -> Result<Vec<Rollout>> {
     let mut runs: Vec<EpisodeRun> = specs
         .iter()
         .map(|s| EpisodeRun::new(&s.task, harness, s.ids, s.seed))
@@ -133,8 +145,14 @@ pub fn run_lockstep(
                     })
                 })
                 .collect();
-            generator.generate(&mut requests, sampler)
+            generator.generate(&mut requests, sampler)?
         };
+        ensure!(
+            actions.len() == active.len(),
+            "the generator answered {} of {} model calls",
+            actions.len(),
+            active.len()
+        );
         for (&i, mut action) in active.iter().zip(actions) {
             // The harness keeps tokens up to the first end token and the limit; cut the
             // per-token extras to what it kept.
@@ -145,7 +163,8 @@ pub fn run_lockstep(
             entropy[i].extend(action.entropy);
         }
     }
-    runs.into_iter()
+    Ok(runs
+        .into_iter()
         .zip(keep)
         .zip(entropy)
         .map(|((run, keep), entropy)| Rollout {
@@ -153,7 +172,7 @@ pub fn run_lockstep(
             keep,
             entropy,
         })
-        .collect()
+        .collect())
 }
 
 #[cfg(test)]
@@ -176,8 +195,8 @@ mod tests {
     }
 
     impl Generator for TeacherBatch {
-        fn generate(&mut self, requests: &mut [Request<'_>], _: &Sampler) -> Vec<Action> {
-            requests
+        fn generate(&mut self, requests: &mut [Request<'_>], _: &Sampler) -> Result<Vec<Action>> {
+            Ok(requests
                 .iter_mut()
                 .map(|r| {
                     let teacher = self.teachers.get_mut(&prompt_of(r.context)).unwrap();
@@ -189,7 +208,7 @@ mod tests {
                         entropy: vec![0.0; n],
                     }
                 })
-                .collect()
+                .collect())
         }
     }
 
@@ -228,7 +247,7 @@ mod tests {
             temperature: 1.0,
             top_p: None,
         };
-        let batched = run_lockstep(&specs, &harness, &mut generator, &sampler, &info);
+        let batched = run_lockstep(&specs, &harness, &mut generator, &sampler, &info).unwrap();
         for (spec, rollout) in specs.iter().zip(&batched) {
             let alone = run_episode(
                 &spec.task,
@@ -240,5 +259,65 @@ mod tests {
             assert_eq!(rollout.record, alone);
             assert_eq!(rollout.entropy.len(), alone.generated_tokens());
         }
+    }
+
+    /// Fails on its `fail_at`-th call, as a device whose readback broke would.
+    struct Failing {
+        calls: usize,
+        fail_at: usize,
+    }
+
+    impl Generator for Failing {
+        fn generate(&mut self, requests: &mut [Request<'_>], _: &Sampler) -> Result<Vec<Action>> {
+            self.calls += 1;
+            ensure!(self.calls < self.fail_at, "the readback failed");
+            Ok(requests
+                .iter()
+                .map(|_| {
+                    let generation = Generation {
+                        tokens: vec![arlbook_core::agent::tokenizer::END],
+                        logprobs: vec![-1.0],
+                    };
+                    Action {
+                        generation,
+                        keep: Vec::new(),
+                        entropy: vec![0.5],
+                    }
+                })
+                .collect())
+        }
+    }
+
+    #[test]
+    fn a_failing_generator_ends_the_batch_with_its_error() {
+        let harness = HarnessConfig::default();
+        let specs: Vec<EpisodeSpec> = (0..3)
+            .map(|i| EpisodeSpec {
+                task: generate_task(Split::Train, i),
+                ids: EpisodeIds {
+                    group_id: i,
+                    sample_id: 0,
+                },
+                seed: i,
+            })
+            .collect();
+        let info = Teacher::new(&specs[0].task).info();
+        let sampler = Sampler {
+            temperature: 1.0,
+            top_p: None,
+        };
+        let mut failing = Failing {
+            calls: 0,
+            fail_at: 1,
+        };
+        let err = run_lockstep(&specs, &harness, &mut failing, &sampler, &info).unwrap_err();
+        assert!(err.to_string().contains("readback failed"), "{err:#}");
+        // A generator that works gives every episode its record.
+        let mut working = Failing {
+            calls: 0,
+            fail_at: usize::MAX,
+        };
+        let rollouts = run_lockstep(&specs, &harness, &mut working, &sampler, &info).unwrap();
+        assert_eq!(rollouts.len(), specs.len());
     }
 }

@@ -170,7 +170,7 @@ fn recovery_pool(
             &config.harness,
             config.seed,
             config.sft.recovery_tasks,
-        );
+        )?;
         eprintln!(
             "recovery: the model made no mistake on {clean} of {} tasks; {} take-overs \
              succeeded ({:.1} s)",
@@ -226,11 +226,11 @@ fn run_phase(
         );
         let mut batch: Vec<&Demonstration> = indices.iter().map(|&i| &pool[i]).collect();
         let (loss_value, tokens, mut grads) =
-            demonstration_gradients(trainer, &mut batch, SFT_MICROBATCH_EPISODES);
+            demonstration_gradients(trainer, &mut batch, SFT_MICROBATCH_EPISODES)?;
         if !loss_value.is_finite() {
             bail!("sft step {step}: the loss is not finite ({loss_value})");
         }
-        let grad_norm = clip_global_norm(&trainer.model, &mut grads, SFT_GRAD_CLIP);
+        let grad_norm = clip_global_norm(&trainer.model, &mut grads, SFT_GRAD_CLIP)?;
         let lr = learning_rate(
             config.sft.learning_rate,
             step,
@@ -264,11 +264,14 @@ fn run_phase(
 
 /// One SFT step's loss, trained-token count and gradients over `batch`, sorted by
 /// length in place and run `slice_episodes` at a time (the slicing of the module docs).
+///
+/// # Errors
+/// When a slice's loss cannot be read back from the device.
 pub(super) fn demonstration_gradients(
     trainer: &Trainer,
     batch: &mut [&Demonstration],
     slice_episodes: usize,
-) -> (f64, usize, GradientsParams) {
+) -> Result<(f64, usize, GradientsParams)> {
     batch.sort_by_key(|d| d.record.tokens.len());
     let tokens: usize = batch.iter().map(|d| d.trained_tokens()).sum();
     let mut accumulator = GradientsAccumulator::<PolicyModel>::new();
@@ -279,13 +282,16 @@ pub(super) fn demonstration_gradients(
         let logp = token_logprobs(logits, micro.targets, 1.0, None);
         let loss = (logp * mask).sum().neg().div_scalar(tokens.max(1) as f64);
         let grads = loss.backward();
-        loss_value += f64::from(loss.into_scalar::<f32>());
+        loss_value +=
+            f64::from(loss.try_into_scalar::<f32>().map_err(|e| {
+                anyhow::anyhow!("reading the SFT loss back from the device: {e:?}")
+            })?);
         accumulator.accumulate(
             &trainer.model,
             GradientsParams::from_grads(grads, &trainer.model),
         );
     }
-    (loss_value, tokens, accumulator.grads())
+    Ok((loss_value, tokens, accumulator.grads()))
 }
 
 /// The microbatch of `rows` and its loss mask restricted to their trained tokens.
@@ -372,16 +378,16 @@ mod tests {
         let mut whole: Vec<&Demonstration> = demos.iter().collect();
         let mut sliced = whole.clone();
         let (loss_whole, tokens_whole, mut grads_whole) =
-            demonstration_gradients(&trainer, &mut whole, usize::MAX);
+            demonstration_gradients(&trainer, &mut whole, usize::MAX).unwrap();
         let (loss_sliced, tokens_sliced, mut grads_sliced) =
-            demonstration_gradients(&trainer, &mut sliced, 2);
+            demonstration_gradients(&trainer, &mut sliced, 2).unwrap();
         assert_eq!(tokens_whole, tokens_sliced);
         assert!(
             (loss_whole - loss_sliced).abs() < 1e-5,
             "{loss_whole} vs {loss_sliced}"
         );
-        let norm_whole = clip_global_norm(&trainer.model, &mut grads_whole, 0.0);
-        let norm_sliced = clip_global_norm(&trainer.model, &mut grads_sliced, 0.0);
+        let norm_whole = clip_global_norm(&trainer.model, &mut grads_whole, 0.0).unwrap();
+        let norm_sliced = clip_global_norm(&trainer.model, &mut grads_sliced, 0.0).unwrap();
         assert!(norm_whole > 0.0);
         assert!(
             (norm_whole - norm_sliced).abs() < 1e-4 * norm_whole,

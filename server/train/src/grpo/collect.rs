@@ -108,13 +108,16 @@ fn round_specs(
 }
 
 /// Collects batch `index` with `model`, a snapshot of policy version `version`.
+///
+/// # Errors
+/// When the model's logits cannot be read back from the device.
 pub fn collect(
     config: &TrainConfig,
     model: &PolicyModel,
     device: &Device,
     index: usize,
     version: usize,
-) -> PendingBatch {
+) -> anyhow::Result<PendingBatch> {
     let g = &config.grpo;
     let info = policy_info(config, format!("grpo-{version}"));
     let sampler = sampler(config);
@@ -130,7 +133,7 @@ pub fn collect(
             break;
         }
         let specs = round_specs(config, index, round, wanted, &mut gathered.task_keys);
-        let rollouts = roll_out(model, device, &specs, &config.harness, &sampler, &info);
+        let rollouts = roll_out(model, device, &specs, &config.harness, &sampler, &info)?;
         gathered.sampled += rollouts.len();
         gathered.sampled_successes += rollouts.iter().filter(|r| r.record.success()).count();
         gathered.sampled_tokens += rollouts
@@ -141,7 +144,7 @@ pub fn collect(
             gathered.offer(group.to_vec(), config);
         }
     }
-    PendingBatch {
+    Ok(PendingBatch {
         policy_version: version,
         rollouts: gathered
             .kept
@@ -159,7 +162,7 @@ pub fn collect(
         },
         task_keys: gathered.task_keys,
         sampled_successes: gathered.sampled_successes,
-    }
+    })
 }
 
 /// Splits stored rollouts back into groups (consecutive equal group ids).

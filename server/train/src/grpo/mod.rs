@@ -49,7 +49,7 @@ pub fn validation_success(
     model: &PolicyModel,
     device: &Device,
     tasks: usize,
-) -> f64 {
+) -> Result<f64> {
     let specs: Vec<EpisodeSpec> = (0..tasks)
         .map(|i| EpisodeSpec {
             task: generate_task(Split::Validation, i as u64),
@@ -65,8 +65,8 @@ pub fn validation_success(
         top_p: None,
     };
     let info = policy_info(config, "validation".to_owned());
-    let rollouts = roll_out(model, device, &specs, &config.harness, &greedy, &info);
-    rollouts.iter().filter(|r| r.record.success()).count() as f64 / tasks.max(1) as f64
+    let rollouts = roll_out(model, device, &specs, &config.harness, &greedy, &info)?;
+    Ok(rollouts.iter().filter(|r| r.record.success()).count() as f64 / tasks.max(1) as f64)
 }
 
 /// Logs the validation row after `step` GRPO steps.
@@ -77,7 +77,7 @@ fn log_validation(trainer: &mut Trainer, step: usize) -> Result<()> {
         &trainer.model.valid(),
         &trainer.plain,
         config.validation.tasks,
-    );
+    )?;
     let mut row = MetricsRow::new(RowStage::Validation, step).of_steps(config.grpo.steps);
     row.val_success = Some(success);
     trainer.log(&row)
@@ -123,7 +123,7 @@ fn step(trainer: &mut Trainer) -> Result<MetricsRow> {
     let mut generated_before = 0;
     while trainer.pending.len() < g.max_policy_lag + 1 {
         let index = step + trainer.pending.len();
-        let batch = collect(&config, &policy, &trainer.plain, index, step);
+        let batch = collect(&config, &policy, &trainer.plain, index, step)?;
         // Every token generated while collecting, discarded groups included.
         generated_before += batch.sampled_tokens;
         trainer.pending.push_back(batch);

@@ -117,7 +117,7 @@ fn check_zero_gradient(trainer: &Trainer, group: &[Rollout]) -> Result<()> {
     };
     let grads = surrogate_loss(logp, &inputs, &settings).backward();
     let grads = GradientsParams::from_grads(grads, &trainer.model);
-    let norm = global_norm(&trainer.model, &grads);
+    let norm = global_norm(&trainer.model, &grads)?;
     if norm != 0.0 {
         bail!("pre-flight: zero advantages gave a policy gradient of norm {norm:e}");
     }

@@ -223,7 +223,7 @@ fn minibatch_step(
         start = end;
     }
     let mut grads = accumulator.grads();
-    let norm = clip_global_norm(&trainer.model, &mut grads, g.grad_clip);
+    let norm = clip_global_norm(&trainer.model, &mut grads, g.grad_clip)?;
     stats.grad_norms.push(norm);
     trainer.model = trainer.optim.step(lr, trainer.model.clone(), grads);
     Ok(())
