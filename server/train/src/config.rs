@@ -240,6 +240,12 @@ pub struct GrpoConfig {
     pub temperature: f64,
     /// Nucleus sampling mass, when set.
     pub top_p: Option<f64>,
+    /// Where each group's task comes from: 0 (the default) draws a fresh task from the
+    /// whole training split for every group; `N > 0` draws from the first `N` tasks
+    /// SFT learns from (`sft.tasks` of them), so RL revisits problems the model has
+    /// seen. A small pool is a diagnostic (it measures memorisation, not held-out
+    /// gain) and gives a tiny test model rollouts that succeed.
+    pub task_pool: usize,
 }
 
 impl Default for GrpoConfig {
@@ -272,6 +278,7 @@ impl Default for GrpoConfig {
             grad_clip: 1.0,
             temperature: 1.0,
             top_p: None,
+            task_pool: 0,
         }
     }
 }
@@ -606,6 +613,11 @@ impl TrainConfig {
         positive_rate("sft.learning_rate", s.learning_rate)?;
         let g = &self.grpo;
         require(g.group_size >= 2, "grpo.group_size", "must be at least 2")?;
+        require(
+            g.task_pool <= s.tasks.max(1),
+            "grpo.task_pool",
+            "must be at most sft.tasks (the pool is SFT's first tasks; 0 = the whole split)",
+        )?;
         require(
             g.tasks_per_batch >= 1,
             "grpo.tasks_per_batch",

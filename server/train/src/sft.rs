@@ -48,8 +48,11 @@ const TASK_SEED: u64 = 0x5F7_0000_0000;
 /// Gradient-norm clip for SFT.
 const SFT_GRAD_CLIP: f64 = 1.0;
 
-/// The task of demonstration `i`.
-fn demonstration_task(config: &super::config::TrainConfig, i: usize) -> arlbook_core::agent::Task {
+/// The task of demonstration `i` (also task `i` of GRPO's `task_pool`).
+pub fn demonstration_task(
+    config: &super::config::TrainConfig,
+    i: usize,
+) -> arlbook_core::agent::Task {
     generate_task(Split::Train, config.seed.wrapping_add(TASK_SEED) + i as u64)
 }
 

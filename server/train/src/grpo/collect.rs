@@ -18,6 +18,7 @@ use crate::generate::roll_out;
 use crate::model::PolicyModel;
 use crate::rollout::{EpisodeSpec, Rollout};
 use crate::sampling::{policy_info, sampler};
+use crate::sft::demonstration_task;
 
 const TASK_STREAM: u64 = 0x6770_0000;
 
@@ -74,8 +75,9 @@ impl Gathered {
     }
 }
 
-/// The episodes of round `round` of batch `index`: `wanted` fresh training tasks,
-/// `group_size` rollouts each. Their keys are appended to `task_keys`.
+/// The episodes of round `round` of batch `index`: `wanted` training tasks (fresh ones,
+/// or from SFT's first `task_pool`), `group_size` rollouts each. Their keys are
+/// appended to `task_keys`.
 fn round_specs(
     config: &TrainConfig,
     index: usize,
@@ -88,10 +90,15 @@ fn round_specs(
         RandomStream::new(config.seed, TASK_STREAM + 64 * index as u64 + round as u64);
     let mut specs = Vec::with_capacity(wanted * g.group_size);
     for group in 0..wanted {
-        let task = generate_task(
-            Split::Train,
-            u64::from(task_rng.next_u32()) << 32 | u64::from(task_rng.next_u32()),
-        );
+        let task = if g.task_pool > 0 {
+            let pool = u32::try_from(g.task_pool).unwrap_or(u32::MAX);
+            demonstration_task(config, task_rng.below(pool) as usize)
+        } else {
+            generate_task(
+                Split::Train,
+                u64::from(task_rng.next_u32()) << 32 | u64::from(task_rng.next_u32()),
+            )
+        };
         task_keys.push(task.key.clone());
         for sample in 0..g.group_size {
             specs.push(EpisodeSpec {
