@@ -6,6 +6,14 @@
 //! scored by the core's `policy_loss` on the same log-probabilities, which gives the
 //! logged ratios, clip fractions and `loss_core_gap`.
 //!
+//! One loss path per microbatch, and no device round trip per microbatch: the
+//! microbatches' forward and backward passes are queued one after another, and what
+//! the host needs of them (each loss, entropy sum, log-probabilities under the policy
+//! and the reference) is read back in one transfer at the end of the minibatch, where
+//! the step waits for the device anyway (its gradient norm). The behaviour
+//! log-probabilities come from the host copy the batch was built from. The core then
+//! scores the read-back values on the host.
+//!
 //! The update order of pass `e` at step `s` comes from `RandomStream(seed,
 //! ORDER_STREAM + 64 s + e)`.
 
@@ -104,33 +112,15 @@ pub fn update(
     Ok(stats)
 }
 
-/// Host-side copy of a `[N, T]` tensor, as rows cut to each row's generated tokens.
-fn ragged_rows(tensor: Tensor<2>, micro: &MicroBatch) -> Result<Ragged<f64>> {
-    let [n, t] = tensor.dims();
-    let values: Vec<f32> = tensor
-        .try_into_vec_as::<f32>()
-        .map_err(|e| anyhow::anyhow!("reading a [{n}, {t}] tensor back from the device: {e:?}"))?;
-    let width = micro.padded.seq_len.saturating_sub(1);
-    let rows: Vec<Vec<f64>> = (0..n)
-        .map(|row| {
-            (0..width)
-                .filter(|&j| micro.padded.loss_mask[row * width + j] == 1)
-                .map(|j| f64::from(values[row * t + j]))
-                .collect()
-        })
-        .collect();
-    Ok(Ragged::from_rows(&rows))
-}
-
 /// The log-probabilities of one microbatch under the policy (with the graph) and the
-/// reference (detached, on the training device), and the masked entropy's sum.
+/// reference (detached, on the training device), and the masked entropy's sum `[1]`.
 struct Scored {
     logp: Tensor<2>,
     ref_logp: Option<Tensor<2>>,
-    entropy_sum: f64,
+    entropy_sum: Tensor<1>,
 }
 
-fn score(trainer: &Trainer, micro: &MicroBatch) -> Result<Scored> {
+fn score(trainer: &Trainer, micro: &MicroBatch) -> Scored {
     let temperature = trainer.config.grpo.temperature;
     let logits = trainer.model.forward(micro.inputs.clone());
     let entropy = token_entropy(logits.clone(), temperature) * micro.mask.clone();
@@ -150,17 +140,96 @@ fn score(trainer: &Trainer, micro: &MicroBatch) -> Result<Scored> {
         );
         ref_logp.to_device(&trainer.device).detach()
     });
-    let entropy_sum = f64::from(
-        entropy
-            .sum()
-            .try_into_scalar::<f32>()
-            .map_err(|e| anyhow::anyhow!("reading the entropy back from the device: {e:?}"))?,
-    );
-    Ok(Scored {
+    Scored {
         logp,
         ref_logp,
-        entropy_sum,
-    })
+        entropy_sum: entropy.sum(),
+    }
+}
+
+/// A microbatch whose loss and gradient are queued, with the device values the host
+/// reads back at the end of the minibatch (all detached).
+struct Queued {
+    micro: MicroBatch,
+    advantages: Vec<f32>,
+    /// The microbatch's rows within the minibatch.
+    rows: std::ops::Range<usize>,
+    logp: Tensor<2>,
+    ref_logp: Option<Tensor<2>>,
+    loss: Tensor<1>,
+    entropy_sum: Tensor<1>,
+}
+
+/// What the host reads back of one queued microbatch.
+struct HostValues {
+    loss: f64,
+    entropy_sum: f64,
+    logp: Ragged<f64>,
+    ref_logp: Option<Ragged<f64>>,
+}
+
+/// The generated-token entries of a `[N, T]` array as rows (each cut to its row's
+/// generated tokens).
+fn ragged_rows(values: &[f32], t: usize, micro: &MicroBatch) -> Ragged<f64> {
+    let width = micro.padded.seq_len.saturating_sub(1);
+    let rows: Vec<Vec<f64>> = (0..micro.padded.rows)
+        .map(|row| {
+            (0..width)
+                .filter(|&j| micro.padded.loss_mask[row * width + j] == 1)
+                .map(|j| f64::from(values[row * t + j]))
+                .collect()
+        })
+        .collect();
+    Ragged::from_rows(&rows)
+}
+
+/// Every queued microbatch's values, in one transfer from the device.
+fn read_back(queued: &[Queued]) -> Result<Vec<HostValues>> {
+    let mut parts: Vec<Tensor<1>> = Vec::new();
+    for q in queued {
+        let [n, t] = q.logp.dims();
+        parts.push(q.loss.clone());
+        parts.push(q.entropy_sum.clone());
+        parts.push(q.logp.clone().reshape([n * t]));
+        if let Some(reference) = &q.ref_logp {
+            parts.push(reference.clone().reshape([n * t]));
+        }
+    }
+    if parts.is_empty() {
+        return Ok(Vec::new());
+    }
+    let values: Vec<f32> = Tensor::cat(parts, 0)
+        .try_into_vec_as::<f32>()
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "reading the minibatch's losses and log-probabilities back from the device: {e:?}"
+            )
+        })?;
+    let mut at = 0;
+    let mut take = |len: usize| {
+        let slice = &values[at..at + len];
+        at += len;
+        slice
+    };
+    Ok(queued
+        .iter()
+        .map(|q| {
+            let [n, t] = q.logp.dims();
+            let loss = f64::from(take(1)[0]);
+            let entropy_sum = f64::from(take(1)[0]);
+            let logp = ragged_rows(take(n * t), t, &q.micro);
+            let ref_logp = q
+                .ref_logp
+                .as_ref()
+                .map(|_| ragged_rows(take(n * t), t, &q.micro));
+            HostValues {
+                loss,
+                entropy_sum,
+                logp,
+                ref_logp,
+            }
+        })
+        .collect())
 }
 
 /// One optimizer step over `rows` (whole groups) with their advantages.
@@ -181,13 +250,14 @@ fn minibatch_step(
         .map_err(|e| anyhow::anyhow!("grpo.{e}"))?;
     let settings = surrogate_settings(&config);
     let mut accumulator = GradientsAccumulator::<PolicyModel>::new();
+    let mut queued = Vec::new();
     let mut start = 0;
     while start < rows.len() {
         let end = (start + g.microbatch_rows).min(rows.len());
         let chunk: Vec<&Rollout> = rows[start..end].iter().map(|(r, _)| *r).collect();
         let advantages: Vec<f32> = rows[start..end].iter().map(|(_, a)| *a as f32).collect();
         let micro = micro_batch(&chunk, vocab(), &trainer.device);
-        let scored = score(trainer, &micro)?;
+        let scored = score(trainer, &micro);
         let inputs = SurrogateInputs {
             old_logp: micro.old_logp.clone(),
             mask: micro.mask.clone(),
@@ -200,27 +270,36 @@ fn minibatch_step(
         };
         let loss = surrogate_loss(scored.logp.clone(), &inputs, &settings);
         let grads = loss.backward();
-        stats.loss_sum += f64::from(
-            loss.try_into_scalar::<f32>()
-                .map_err(|e| anyhow::anyhow!("reading the loss back from the device: {e:?}"))?,
-        );
         accumulator.accumulate(
             &trainer.model,
             GradientsParams::from_grads(grads, &trainer.model),
         );
-        let check = CoreCheck {
-            micro: &micro,
+        queued.push(Queued {
+            micro,
+            advantages,
+            rows: start..end,
             logp: scored.logp.detach(),
             ref_logp: scored.ref_logp,
-            advantages: &advantages,
-            weights: &weights_per_row[start..end],
+            loss: loss.detach(),
+            entropy_sum: scored.entropy_sum.detach(),
+        });
+        start = end;
+    }
+    // The minibatch's one transfer; then the core scores the same numbers on the host.
+    for (k, (q, host)) in queued.iter().zip(read_back(&queued)?).enumerate() {
+        stats.loss_sum += host.loss;
+        stats.entropy_sum += host.entropy_sum;
+        let check = CoreCheck {
+            micro: &q.micro,
+            logp: host.logp,
+            ref_logp: host.ref_logp,
+            advantages: &q.advantages,
+            weights: &weights_per_row[q.rows.clone()],
         };
         let max_ratio_deviation = check.add_to(stats, &config)?;
-        if first && start == 0 {
+        if first && k == 0 {
             preflight::check_ratio(max_ratio_deviation)?;
         }
-        stats.entropy_sum += scored.entropy_sum;
-        start = end;
     }
     let mut grads = accumulator.grads();
     let norm = clip_global_norm(&trainer.model, &mut grads, g.grad_clip)?;
@@ -233,8 +312,8 @@ fn minibatch_step(
 /// statistics, and a live agreement check with burn's loss.
 struct CoreCheck<'a> {
     micro: &'a MicroBatch,
-    logp: Tensor<2>,
-    ref_logp: Option<Tensor<2>>,
+    logp: Ragged<f64>,
+    ref_logp: Option<Ragged<f64>>,
     advantages: &'a [f32],
     weights: &'a [f64],
 }
@@ -243,12 +322,19 @@ impl CoreCheck<'_> {
     /// Adds this microbatch to `stats`; returns its largest |ratio - 1|.
     fn add_to(self, stats: &mut UpdateStats, config: &TrainConfig) -> Result<f64> {
         let g = &config.grpo;
-        let logp = ragged_rows(self.logp, self.micro)?;
-        let old = ragged_rows(self.micro.old_logp.clone(), self.micro)?;
-        let reference = self
-            .ref_logp
-            .map(|t| ragged_rows(t, self.micro))
-            .transpose()?;
+        let logp = self.logp;
+        // The behaviour log-probabilities from the host copy, rounded to the `f32` the
+        // device's loss used.
+        let old_f32: Vec<f32> = self
+            .micro
+            .padded
+            .old_logp
+            .iter()
+            .map(|&l| l as f32)
+            .collect();
+        let width = self.micro.padded.seq_len.saturating_sub(1);
+        let old = ragged_rows(&old_f32, width, self.micro);
+        let reference = self.ref_logp;
         let advantages: Vec<f64> = self.advantages.iter().map(|&a| f64::from(a)).collect();
         // Per-token terms from the core's loss (the reduction does not change them).
         let core = policy_loss(
