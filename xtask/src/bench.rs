@@ -1,5 +1,7 @@
 //! `cargo xtask bench core`: the CPU core against numpy, side by side in one run.
 //! `cargo xtask bench gpu`: every WGSL kernel against its CPU reference.
+//! (`train`, `server`, `web` and `device` live in their own modules; `device` is the
+//! dry run of the GPU machine's script, in `device.rs`.)
 //!
 //! Both sides compute the same two workloads (see `xtask/bench/numpy_core.py` and
 //! `core/examples/bench_core.rs`); the policy-loss inputs are written once by the Rust
@@ -25,8 +27,11 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         Some("train") => crate::bench_train::run(),
         Some("server") => crate::bench_server::run_bench(),
         Some("web") => crate::bench_web::run_bench(),
+        Some("device") => crate::device::dry_run(),
         Some(other) => {
-            bail!("unknown bench suite `{other}` (available: core, gpu, train, server, web)")
+            bail!(
+                "unknown bench suite `{other}` (available: core, gpu, train, server, web, device)"
+            )
         }
     }
 }

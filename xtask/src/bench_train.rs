@@ -4,7 +4,9 @@
 //! Rust side: `arlbook bench-train` (the dev profile, whose dependencies, burn
 //! included, are built at `opt-level = 2`; the hot loops are burn's). Python side:
 //! `xtask/bench/torch_policy.py` in a virtual environment under `target/bench/venv` with
-//! the CPU build of PyTorch, installed on first use. Both use two threads.
+//! PyTorch, installed on first use from the default package index (the Python Package
+//! Index, or the index and local wheels pip is configured with), run on the CPU. Both
+//! use two threads.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -26,7 +28,8 @@ const SHAPE: [(&str, &str); 8] = [
     ("--microbatch-rows", "16"),
 ];
 
-fn venv_python() -> anyhow::Result<PathBuf> {
+/// The bench's Python with PyTorch (installed on first use).
+pub fn venv_python() -> anyhow::Result<PathBuf> {
     let venv = workspace_root().join("target").join("bench").join("venv");
     let python = venv.join("bin").join("python");
     if !python.exists() {
@@ -37,25 +40,10 @@ fn venv_python() -> anyhow::Result<PathBuf> {
         .output()
         .is_ok_and(|o| o.status.success());
     if !has_torch {
-        eprintln!("installing PyTorch (CPU) into {}", venv.display());
-        // The CPU-only wheel index when it is reachable, else PyPI's default wheel.
-        let cpu_index = Command::new(&python)
-            .args([
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "torch",
-                "--index-url",
-                "https://download.pytorch.org/whl/cpu",
-            ])
-            .status()
-            .is_ok_and(|s| s.success());
-        if !cpu_index {
-            crate::cmd::run(
-                Command::new(&python).args(["-m", "pip", "install", "--quiet", "torch"]),
-            )?;
-        }
+        // Only the index pip is configured with: another index may be unreachable, and
+        // pip would wait through its retries before falling back.
+        eprintln!("installing PyTorch into {}", venv.display());
+        crate::cmd::run(Command::new(&python).args(["-m", "pip", "install", "--quiet", "torch"]))?;
     }
     Ok(python)
 }

@@ -8,6 +8,12 @@
 //! `--dev` bundles the dev-profile binary instead, to try the script on this machine.
 //! The whole of `target/device` is what the run carries; it must stay well under the
 //! 64 MiB a run may carry with the working tree.
+//!
+//! `cargo xtask bench device` is the script's dry run here: the same
+//! `xtask/device/gpu-check.sh`, with the dev `arlbook` on this machine's Vulkan adapter
+//! (lavapipe without a GPU), PyTorch on the CPU, a small model shape and a tiny
+//! training config, so that every step of the script (benchmark, shortened run,
+//! summary) is exercised before a lent machine's minutes are spent on it.
 
 use std::fs;
 use std::process::Command;
@@ -80,4 +86,94 @@ fn folder_bytes(folder: &std::path::Path) -> anyhow::Result<u64> {
         };
     }
     Ok(total)
+}
+
+/// The dry run's training config: the GPU config's sections at a tiny size.
+const DRY_RUN_CONFIG: &str = r#"# The dry run of xtask/device/gpu-check.sh (cargo xtask bench device).
+seed = 1
+backend = "gpu"
+checkpoint_every = 2
+
+[model]
+layers = 1
+width = 32
+heads = 2
+context = 400
+
+[harness]
+max_turns = 6
+max_context_tokens = 400
+max_new_tokens = 24
+
+[sft]
+steps = 4
+batch_episodes = 4
+tasks = 16
+learning_rate = 1e-2
+
+[grpo]
+steps = 2
+tasks_per_batch = 2
+group_size = 2
+microbatch_rows = 4
+dynamic_sampling = false
+
+[validation]
+every_steps = 0
+"#;
+
+/// The dry run's benchmark shape (both sides).
+const DRY_RUN_SHAPE: &str = "--layers 1 --width 32 --heads 2 --context 128 --rows 4 \
+    --prompt 32 --new-tokens 8 --microbatch-rows 4";
+
+/// Runs `xtask/device/gpu-check.sh` here at a tiny size and checks its summary.
+pub fn dry_run() -> anyhow::Result<()> {
+    crate::test::ensure_lavapipe()?;
+    run(cargo().args(["build", "-p", "arlbook-server", "--bin", "arlbook"]))?;
+    let python = crate::bench_train::venv_python()?;
+    let root = workspace_root();
+    let folder = root.join("target").join("device").join("dry-run");
+    fs::create_dir_all(&folder).context("creating target/device/dry-run")?;
+    let config = folder.join("config.toml");
+    fs::write(&config, DRY_RUN_CONFIG).context("writing the dry run's config")?;
+    let out = folder.join("out");
+    let started = std::time::Instant::now();
+    run(Command::new("bash")
+        .arg(root.join("xtask").join("device").join("gpu-check.sh"))
+        .current_dir(&root)
+        .env("OUT", &out)
+        .env("BIN", root.join("target").join("debug").join("arlbook"))
+        .env("BACKEND", "gpu")
+        .env("TORCH_DEVICE", "cpu")
+        .env("PYTHON", &python)
+        .env("CONFIG", &config)
+        .env("SFT_STEPS", "4")
+        .env("GRPO_STEPS", "2")
+        .env("TRAIN_SECONDS", "300")
+        .env("SHAPE", DRY_RUN_SHAPE))?;
+    let seconds = started.elapsed().as_secs_f64();
+    let summary_path = out.join("summary.json");
+    let summary: serde_json::Value = serde_json::from_str(
+        &fs::read_to_string(&summary_path)
+            .with_context(|| format!("the script wrote no {}", summary_path.display()))?,
+    )
+    .context("parsing the summary")?;
+    for key in [
+        "rollout_tokens_per_s_ratio",
+        "update_tokens_per_s_ratio",
+        "grpo_step_speed_ratio",
+    ] {
+        if !summary[key].as_f64().is_some_and(f64::is_finite) {
+            bail!("the dry run's summary has no finite `{key}`: {summary}");
+        }
+    }
+    if summary["train_grpo_steps"].as_u64() != Some(2) {
+        bail!("the dry run's shortened training did not reach its 2 GRPO steps: {summary}");
+    }
+    println!(
+        "dry run of xtask/device/gpu-check.sh passed in {seconds:.0} s on this machine \
+         (output in {})",
+        out.display()
+    );
+    Ok(())
 }

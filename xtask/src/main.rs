@@ -37,6 +37,7 @@ tasks:
   bench train     the trainer's GRPO workload vs the same model in PyTorch (CPU)
   bench server    requests/s and p50/p99 latency of a compute call, N keep-alive clients
   bench web       the release bundle's size (raw, gzip) and every figure's redraw latency
+  bench device    a dry run of xtask/device/gpu-check.sh here (lavapipe, tiny sizes)
   experiment [--seeds 7,8,9] [--config FILE] [--out DIR] [--tasks N] [--samples N]
                   the RL experiment: SFT, GRPO and rejection-sampling arms per seed,
                   checkpoints chosen on validation, one test evaluation, the table
