@@ -92,8 +92,19 @@ fn config(dir: &Path, backend: &str) -> PathBuf {
     path
 }
 
+/// `arlbook train`, with cubecl's autotuning at its least (each new kernel shape is
+/// timed once instead of against its alternatives; the numbers do not depend on it).
+fn arlbook_train() -> Command {
+    let mut command = Command::new(BIN);
+    command.arg("train");
+    if std::env::var_os("CUBECL_AUTOTUNE_LEVEL").is_none() {
+        command.env("CUBECL_AUTOTUNE_LEVEL", "minimal");
+    }
+    command
+}
+
 fn train<S: AsRef<OsStr>>(args: impl IntoIterator<Item = S>) -> std::process::Output {
-    Command::new(BIN).arg("train").args(args).output().unwrap()
+    arlbook_train().args(args).output().unwrap()
 }
 
 /// Says on the real standard error (past the harness's capture) why the test skips.
@@ -230,8 +241,7 @@ fn grpo_on_the_gpu_backend_updates_with_nonzero_advantages_and_resumes_after_sig
 
     // 3. The same run killed after its first checkpoint, then resumed.
     let killed = dir.join("killed");
-    let mut child = Command::new(BIN)
-        .arg("train")
+    let mut child = arlbook_train()
         .args(grpo_args(&killed))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
