@@ -14,9 +14,13 @@
 //!    the run would stop; the loss agrees with the core's reference (`loss_core_gap`
 //!    at most 1e-5; measured on lavapipe about 1e-8).
 //! 3. The same GRPO run killed with SIGKILL after its first checkpoint and resumed
-//!    with `--resume`: its metrics rows equal those of run 2 (on lavapipe bit for bit;
-//!    the test allows a relative 1e-6), so the weights, the optimizer state and the
-//!    rollout pipeline come back onto the device.
+//!    with `--resume`: its metrics rows equal those of run 2, so the weights, the
+//!    optimizer state and the rollout pipeline come back onto the device. Counts,
+//!    tokens and success rates are equal; the losses within a relative 1e-5, because
+//!    two uninterrupted runs on lavapipe already differ in the last bits of the loss
+//!    (measured: 1.8e-7 relative, from the order of the device's `f32` sums), and
+//!    `loss_core_gap`, a difference of two nearly equal numbers, is held to its bound
+//!    in both runs rather than compared between them.
 //!
 //! Cost: about 2 minutes on the 2-core CI machine (runs 2 and 3 take about 35 s each
 //! on lavapipe, most of it generation). Without a GPU adapter the test skips with a
@@ -125,7 +129,8 @@ fn rows(out: &Path) -> Vec<Value> {
         .collect()
 }
 
-/// The numbers of a row that do not measure time.
+/// The numbers of a row that do not measure time (`loss_core_gap` is checked against
+/// its bound instead).
 const NUMBERS: &[&str] = &[
     "loss",
     "reward",
@@ -136,7 +141,6 @@ const NUMBERS: &[&str] = &[
     "gen_len_mean",
     "success_rate",
     "effective_group_fraction",
-    "loss_core_gap",
     "generated_tokens",
 ];
 
@@ -152,7 +156,7 @@ fn same_numbers(resumed: &[Value], straight: &[Value]) {
                 s.get(*key).and_then(Value::as_f64),
             ) {
                 (Some(a), Some(b)) => assert!(
-                    (a - b).abs() <= 1e-6 * b.abs().max(1e-12),
+                    (a - b).abs() <= 1e-5 * b.abs().max(1e-6),
                     "{at}: {key} is {a} after the resume, {b} without it"
                 ),
                 (None, None) => {}
@@ -269,6 +273,14 @@ fn grpo_on_the_gpu_backend_updates_with_nonzero_advantages_and_resumes_after_sig
         "{}",
         String::from_utf8_lossy(&resumed.stderr)
     );
-    same_numbers(&rows(&killed), &straight_rows);
+    let resumed_rows = rows(&killed);
+    for row in resumed_rows.iter().filter(|r| r["stage"] == "grpo") {
+        let gap = row["loss_core_gap"].as_f64().unwrap();
+        assert!(
+            gap <= 1e-5,
+            "after the resume the device loss is {gap} from the core's"
+        );
+    }
+    same_numbers(&resumed_rows, &straight_rows);
     let _ = std::fs::remove_dir_all(&dir);
 }

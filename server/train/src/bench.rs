@@ -85,7 +85,7 @@ fn greedy_decode(
         for (s, &t) in sequences.iter_mut().zip(&next) {
             s.push(t);
         }
-        logits = policy.decode_step(&mut cache, &next, device);
+        logits = policy.decode_step(&mut cache, &next, &vec![true; next.len()], device);
     }
     // Wait for the last step (a GPU backend queues work).
     logits

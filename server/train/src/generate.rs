@@ -2,6 +2,17 @@
 //! one cached decode step per generated token, sampling every row on the host with its
 //! own episode stream.
 //!
+//! **The cache lives across turns.** After a turn, each batch's key/value cache is
+//! kept with the tokens each row holds. When an episode asks again (the tool's
+//! observation and the next prompt appended to its context), and its new context
+//! starts with what its row holds, only the new tokens are encoded
+//! ([`PolicyModel::extend`]); the rows of finished episodes are dropped
+//! ([`crate::model::KvCache::select`]). A row whose context does not continue its cached
+//! tokens (a wrapper answered a turn in its place, say) starts a fresh prefill with
+//! the other such rows. The logits are those of a full prefill within `f32` rounding,
+//! so the episodes' tokens are the same (tested against [`ModelGenerator::without_reuse`],
+//! today's full re-prefill of every turn).
+//!
 //! [`roll_out`] runs a batch of episodes with it. On the CPU backend it splits the
 //! episodes into one contiguous part per core and runs each part's lockstep on its own
 //! thread: the small matrices of a decode step keep burn's CPU kernels on one core,
@@ -14,12 +25,22 @@ use arlbook_core::agent::{HarnessConfig, PolicyInfo};
 pub use arlbook_core::parallel::{in_parts, try_in_parts};
 use burn::prelude::*;
 
-use super::model::PolicyModel;
+use super::model::{KvCache, PolicyModel};
 use super::rollout::{Action, EpisodeSpec, Generator, Request, Rollout, run_lockstep};
 use super::sampling::Sampler;
 
 /// Most rows generated together (bounds the cache's memory).
 const MAX_ROWS: usize = 128;
+
+/// A batch's cache kept after its turn, with what each row holds.
+#[derive(Debug)]
+struct Kept {
+    cache: KvCache,
+    /// Per row: the episode (its index in the lockstep's specs).
+    episodes: Vec<usize>,
+    /// Per row: the token ids the cache holds, in order (its real columns).
+    tokens: Vec<Vec<u32>>,
+}
 
 /// A model (without autodiff) generating on `device`.
 #[derive(Debug)]
@@ -28,22 +49,53 @@ pub struct ModelGenerator<'m> {
     pub model: &'m PolicyModel,
     /// Where it runs.
     pub device: Device,
+    /// Whether caches are kept across turns.
+    reuse: bool,
+    kept: Vec<Kept>,
+    /// Model calls answered from a kept cache, and by a fresh prefill.
+    calls_extended: usize,
+    calls_prefilled: usize,
 }
 
 impl<'m> ModelGenerator<'m> {
-    /// A generator over `model` on `device`.
+    /// A generator over `model` on `device`, keeping each episode's cache across turns.
     pub fn new(model: &'m PolicyModel, device: Device) -> Self {
-        Self { model, device }
+        Self {
+            model,
+            device,
+            reuse: true,
+            kept: Vec::new(),
+            calls_extended: 0,
+            calls_prefilled: 0,
+        }
     }
 
-    fn generate_chunk(
-        &mut self,
-        requests: &mut [Request<'_>],
+    /// Model calls answered so far by extending a kept cache, and by a fresh prefill.
+    pub fn calls(&self) -> (usize, usize) {
+        (self.calls_extended, self.calls_prefilled)
+    }
+
+    /// A generator that prefills every turn's whole context (the reference the
+    /// cross-turn cache is tested against).
+    pub fn without_reuse(model: &'m PolicyModel, device: Device) -> Self {
+        Self {
+            reuse: false,
+            ..Self::new(model, device)
+        }
+    }
+
+    /// Samples every request's action from `logits` onwards, feeding each token back
+    /// through `cache`; `holds[i]` is what row `i` of the cache holds (its context),
+    /// extended with the tokens fed. Returns the actions and the batch to keep.
+    fn decode(
+        &self,
+        mut cache: KvCache,
+        mut logits: Tensor<2>,
+        requests: &mut [&mut Request<'_>],
+        mut holds: Vec<Vec<u32>>,
         sampler: &Sampler,
-    ) -> Result<Vec<Action>> {
+    ) -> Result<(Vec<Action>, Kept)> {
         let n = requests.len();
-        let contexts: Vec<&[u32]> = requests.iter().map(|r| r.context).collect();
-        let (mut cache, mut logits) = self.model.prefill(&contexts, &self.device);
         let mut actions = vec![Action::default(); n];
         let mut done: Vec<bool> = requests.iter().map(|r| r.limit == 0).collect();
         let longest = requests.iter().map(|r| r.limit).max().unwrap_or(0);
@@ -56,6 +108,7 @@ impl<'m> ModelGenerator<'m> {
                 )
             })?;
             let mut next = vec![PAD; n];
+            let mut live = vec![false; n];
             for (i, request) in requests.iter_mut().enumerate() {
                 if done[i] {
                     continue;
@@ -69,6 +122,7 @@ impl<'m> ModelGenerator<'m> {
                     action.keep.push(keep);
                 }
                 next[i] = draw.token;
+                live[i] = true;
                 if draw.token == END || action.generation.tokens.len() >= request.limit {
                     done[i] = true;
                 }
@@ -76,19 +130,110 @@ impl<'m> ModelGenerator<'m> {
             if done.iter().all(|&d| d) {
                 break;
             }
-            logits = self.model.decode_step(&mut cache, &next, &self.device);
+            for ((held, &token), &live) in holds.iter_mut().zip(&next).zip(&live) {
+                if live {
+                    held.push(token);
+                }
+            }
+            logits = self
+                .model
+                .decode_step(&mut cache, &next, &live, &self.device);
         }
-        Ok(actions)
+        let episodes = requests.iter().map(|r| r.episode).collect();
+        Ok((
+            actions,
+            Kept {
+                cache,
+                episodes,
+                tokens: holds,
+            },
+        ))
     }
+}
+
+/// The kept rows whose episode asks again with a context that continues what the row
+/// holds: `(row, request index)` pairs, in request order.
+fn continuing(kept: &Kept, requests: &[Request<'_>], claimed: &[bool]) -> Vec<(usize, usize)> {
+    let mut pairs: Vec<(usize, usize)> = kept
+        .episodes
+        .iter()
+        .enumerate()
+        .filter_map(|(row, &episode)| {
+            let k = requests.iter().position(|r| r.episode == episode)?;
+            let (context, held) = (requests[k].context, &kept.tokens[row]);
+            (!claimed[k] && context.len() > held.len() && context.starts_with(held))
+                .then_some((row, k))
+        })
+        .collect();
+    pairs.sort_by_key(|&(_, k)| k);
+    pairs
+}
+
+/// The requests at `indices` (ascending), mutably.
+fn pick<'r, 'a>(requests: &'r mut [Request<'a>], indices: &[usize]) -> Vec<&'r mut Request<'a>> {
+    requests
+        .iter_mut()
+        .enumerate()
+        .filter(|(k, _)| indices.binary_search(k).is_ok())
+        .map(|(_, r)| r)
+        .collect()
 }
 
 impl Generator for ModelGenerator<'_> {
     fn generate(&mut self, requests: &mut [Request<'_>], sampler: &Sampler) -> Result<Vec<Action>> {
-        let mut actions = Vec::with_capacity(requests.len());
-        for chunk in requests.chunks_mut(MAX_ROWS) {
-            actions.extend(self.generate_chunk(chunk, sampler)?);
+        let mut actions: Vec<Option<Action>> = vec![None; requests.len()];
+        let mut claimed = vec![false; requests.len()];
+        let mut kept_now = Vec::new();
+        let kept_before = if self.reuse {
+            std::mem::take(&mut self.kept)
+        } else {
+            Vec::new()
+        };
+        // Episodes that continue a kept batch: encode only their new tokens.
+        for kept in kept_before {
+            let pairs = continuing(&kept, requests, &claimed);
+            if pairs.is_empty() {
+                continue;
+            }
+            let rows: Vec<usize> = pairs.iter().map(|&(row, _)| row).collect();
+            let indices: Vec<usize> = pairs.iter().map(|&(_, k)| k).collect();
+            let mut cache = kept.cache.select(&rows, &self.device);
+            let suffixes: Vec<&[u32]> = pairs
+                .iter()
+                .map(|&(row, k)| &requests[k].context[kept.tokens[row].len()..])
+                .collect();
+            let logits = self.model.extend(&mut cache, &suffixes, &self.device);
+            self.calls_extended += pairs.len();
+            let holds: Vec<Vec<u32>> = indices
+                .iter()
+                .map(|&k| requests[k].context.to_vec())
+                .collect();
+            let mut picked = pick(requests, &indices);
+            let (generated, batch) = self.decode(cache, logits, &mut picked, holds, sampler)?;
+            for (&k, action) in indices.iter().zip(generated) {
+                actions[k] = Some(action);
+                claimed[k] = true;
+            }
+            kept_now.push(batch);
         }
-        Ok(actions)
+        // The others: a fresh prefill, at most MAX_ROWS rows at a time.
+        let fresh: Vec<usize> = (0..requests.len()).filter(|&k| !claimed[k]).collect();
+        for indices in fresh.chunks(MAX_ROWS) {
+            let contexts: Vec<&[u32]> = indices.iter().map(|&k| requests[k].context).collect();
+            let (cache, logits) = self.model.prefill(&contexts, &self.device);
+            self.calls_prefilled += indices.len();
+            let holds: Vec<Vec<u32>> = contexts.iter().map(|c| c.to_vec()).collect();
+            let mut picked = pick(requests, indices);
+            let (generated, batch) = self.decode(cache, logits, &mut picked, holds, sampler)?;
+            for (&k, action) in indices.iter().zip(generated) {
+                actions[k] = Some(action);
+            }
+            kept_now.push(batch);
+        }
+        if self.reuse {
+            self.kept = kept_now;
+        }
+        Ok(actions.into_iter().map(Option::unwrap_or_default).collect())
     }
 }
 
@@ -127,6 +272,76 @@ mod tests {
     use crate::config::ModelConfig;
     use crate::trainer::vocab;
     use arlbook_core::agent::{EpisodeIds, Split, generate_task};
+
+    /// The cross-turn cache against a full prefill of every turn, on the same streams:
+    /// multi-turn episodes (a fresh model's calls are malformed, so each gets an error
+    /// observation and another turn), the same tokens exactly, log-probabilities and
+    /// entropies within `f32` rounding of the logits.
+    #[test]
+    fn the_cross_turn_cache_gives_the_tokens_of_a_full_prefill() {
+        let device = Device::flex();
+        device.seed(9);
+        let config = ModelConfig {
+            layers: 2,
+            width: 32,
+            heads: 2,
+            context: 640,
+        };
+        let model = PolicyModel::new(&config, vocab(), &device);
+        let specs: Vec<EpisodeSpec> = (0..6)
+            .map(|i| EpisodeSpec {
+                task: generate_task(Split::Train, 70 + i),
+                ids: EpisodeIds {
+                    group_id: i,
+                    sample_id: 0,
+                },
+                seed: 500 + i,
+            })
+            .collect();
+        let harness = HarnessConfig {
+            max_turns: 5,
+            max_malformed: 5,
+            max_new_tokens: 12,
+            ..HarnessConfig::default()
+        };
+        let sampler = Sampler {
+            temperature: 1.0,
+            top_p: None,
+        };
+        let info = PolicyInfo {
+            name: "test".to_owned(),
+            version: "0".to_owned(),
+            sampling: arlbook_core::agent::SamplingSettings::default(),
+        };
+        let mut cached = ModelGenerator::new(&model, device.clone());
+        let with_cache = run_lockstep(&specs, &harness, &mut cached, &sampler, &info).unwrap();
+        let mut plain = ModelGenerator::without_reuse(&model, device.clone());
+        let without = run_lockstep(&specs, &harness, &mut plain, &sampler, &info).unwrap();
+        let mut turns = 0;
+        for (a, b) in with_cache.iter().zip(&without) {
+            assert_eq!(
+                a.record.tokens, b.record.tokens,
+                "episode {}",
+                a.record.group_id
+            );
+            assert_eq!(a.record.spans, b.record.spans);
+            turns += a.record.calls.len();
+            for (ca, cb) in a.record.calls.iter().zip(&b.record.calls) {
+                assert_eq!(ca.context_ids, cb.context_ids);
+                for (x, y) in ca.behaviour_logprobs.iter().zip(&cb.behaviour_logprobs) {
+                    assert!((x - y).abs() < 1e-4, "log-probability {x} vs {y}");
+                }
+            }
+            for (x, y) in a.entropy.iter().zip(&b.entropy) {
+                assert!((x - y).abs() < 1e-4, "entropy {x} vs {y}");
+            }
+        }
+        // Several turns per episode, and every call after an episode's first came
+        // from its kept cache.
+        assert!(turns >= 3 * specs.len(), "only {turns} model calls");
+        assert_eq!(cached.calls(), (turns - specs.len(), specs.len()));
+        assert_eq!(plain.calls(), (0, turns));
+    }
 
     /// Splitting a rollout across threads must give every episode the same tokens as
     /// one lockstep over all of them: each episode samples from its own stream, and a

@@ -12,6 +12,16 @@
 //!   padded keys are masked out. A step costs one token's work per row instead of a
 //!   pass over the whole context, so generating `L` tokens is linear in `L`, not
 //!   quadratic.
+//! - [`PolicyModel::extend`]: more tokens for the rows of an existing cache (an
+//!   agent's next turn: the tool's observation and the next prompt), left-padded to a
+//!   common length after the cached columns; each new query sees the row's cached keys
+//!   and the new keys up to its own. A row's keys keep their positions, so extending a
+//!   cache gives the logits a prefill of the whole context would (within `f32`
+//!   rounding). [`KvCache::select`] keeps the rows still running.
+//!
+//! Padding can sit anywhere in a row (left of a prefill, left of an extension, after a
+//! row stopped generating while others went on): every padded column is masked for
+//! every query, and positions count only real tokens.
 
 use burn::nn::{Embedding, EmbeddingConfig, LayerNorm, LayerNormConfig, Linear, LinearConfig};
 use burn::prelude::*;
@@ -46,10 +56,48 @@ pub struct LayerCache {
 #[derive(Debug, Clone)]
 pub struct KvCache {
     layers: Vec<LayerCache>,
-    /// `[N, 1, 1, T]`, true on padded keys.
-    padded: Tensor<4, Bool>,
-    /// Next position id per row.
+    /// Per row, one flag per cached column: true on padding (a masked key).
+    padded: Vec<Vec<bool>>,
+    /// Next position id per row (the real tokens it holds).
     next_position: Vec<i64>,
+}
+
+impl KvCache {
+    /// Columns (real and padded) each row holds.
+    pub fn columns(&self) -> usize {
+        self.padded.first().map_or(0, Vec::len)
+    }
+
+    /// Rows held.
+    pub fn rows(&self) -> usize {
+        self.padded.len()
+    }
+
+    /// `[N, 1, 1, T]`, true on padded keys.
+    fn padded_tensor(&self, device: &Device) -> Tensor<4, Bool> {
+        let (n, t) = (self.rows(), self.columns());
+        let flat: Vec<bool> = self.padded.iter().flatten().copied().collect();
+        Tensor::<4, Bool>::from_data(TensorData::new(flat, [n, 1, 1, t]), device)
+    }
+
+    /// The rows `rows` (indices into this cache, in the order wanted) as a new cache.
+    #[must_use]
+    pub fn select(&self, rows: &[usize], device: &Device) -> Self {
+        let indices: Vec<i32> = rows.iter().map(|&r| r as i32).collect();
+        let indices = Tensor::<1, Int>::from_data(TensorData::new(indices, [rows.len()]), device);
+        Self {
+            layers: self
+                .layers
+                .iter()
+                .map(|layer| LayerCache {
+                    keys: layer.keys.clone().select(0, indices.clone()),
+                    values: layer.values.clone().select(0, indices.clone()),
+                })
+                .collect(),
+            padded: rows.iter().map(|&r| self.padded[r].clone()).collect(),
+            next_position: rows.iter().map(|&r| self.next_position[r]).collect(),
+        }
+    }
 }
 
 impl Block {
@@ -105,12 +153,14 @@ impl Block {
         (x, LayerCache { keys: k, values: v })
     }
 
-    /// A block over one new token per row, appending to `cache`.
-    fn step(&self, x: Tensor<3>, cache: &mut LayerCache, padded: Tensor<4, Bool>) -> Tensor<3> {
+    /// A block over new tokens `x: [N, L, d]` per row, appending their keys and values
+    /// to `cache`; `mask` (`[N, 1, 1 or L, keys]`, true = hidden) covers the cached and
+    /// the new keys.
+    fn step(&self, x: Tensor<3>, cache: &mut LayerCache, mask: Tensor<4, Bool>) -> Tensor<3> {
         let (q, k, v) = self.project(x.clone());
         cache.keys = Tensor::cat(vec![cache.keys.clone(), k], 2);
         cache.values = Tensor::cat(vec![cache.values.clone(), v], 2);
-        let x = x + self.attend(q, cache.keys.clone(), cache.values.clone(), padded);
+        let x = x + self.attend(q, cache.keys.clone(), cache.values.clone(), mask);
         x.clone() + self.mlp(x)
     }
 }
@@ -180,14 +230,14 @@ impl PolicyModel {
         let width = contexts.iter().map(|c| c.len()).max().unwrap_or(1).max(1);
         let mut ids = vec![0i32; n * width];
         let mut positions = vec![0i32; n * width];
-        let mut padded = vec![false; n * width];
+        let mut padded_rows = vec![vec![false; width]; n];
         let mut next_position = Vec::with_capacity(n);
         for (row, context) in contexts.iter().enumerate() {
             let pad = width - context.len();
             for j in 0..width {
                 let at = row * width + j;
                 if j < pad {
-                    padded[at] = true;
+                    padded_rows[row][j] = true;
                 } else {
                     ids[at] = context[j - pad] as i32;
                     positions[at] = (j - pad) as i32;
@@ -197,8 +247,8 @@ impl PolicyModel {
         }
         let ids = Tensor::<2, Int>::from_data(TensorData::new(ids, [n, width]), device);
         let positions = Tensor::<2, Int>::from_data(TensorData::new(positions, [n, width]), device);
-        let padded = Tensor::<2, Bool>::from_data(TensorData::new(padded, [n, width]), device)
-            .reshape([n, 1, 1, width]);
+        let flat: Vec<bool> = padded_rows.iter().flatten().copied().collect();
+        let padded = Tensor::<4, Bool>::from_data(TensorData::new(flat, [n, 1, 1, width]), device);
         let causal = Tensor::<2, Bool>::tril_mask([width, width], 0, device)
             .reshape([1, 1, width, width])
             .expand([n, 1, width, width]);
@@ -217,35 +267,97 @@ impl PolicyModel {
         (
             KvCache {
                 layers,
-                padded,
+                padded: padded_rows,
                 next_position,
             },
             logits,
         )
     }
 
-    /// Feeds one token per row and returns the next logits `[N, V]`.
-    pub fn decode_step(&self, cache: &mut KvCache, tokens: &[u32], device: &Device) -> Tensor<2> {
+    /// The position id of a row's next token (clamped to the model's positions).
+    fn position(&self, next: i64) -> i32 {
+        next.min(self.context as i64 - 1) as i32
+    }
+
+    /// Feeds one token per row and returns the next logits `[N, V]`. A row whose
+    /// `live` flag is false feeds a padding column (masked, no position used): a row
+    /// that has finished while others generate on.
+    pub fn decode_step(
+        &self,
+        cache: &mut KvCache,
+        tokens: &[u32],
+        live: &[bool],
+        device: &Device,
+    ) -> Tensor<2> {
         let n = tokens.len();
         let ids: Vec<i32> = tokens.iter().map(|&t| t as i32).collect();
         let positions: Vec<i32> = cache
             .next_position
             .iter()
-            .map(|&p| p.min(self.context as i64 - 1) as i32)
+            .map(|&p| self.position(p))
             .collect();
-        for p in &mut cache.next_position {
-            *p += 1;
+        for ((next, padded), &live) in cache
+            .next_position
+            .iter_mut()
+            .zip(&mut cache.padded)
+            .zip(live)
+        {
+            *next += i64::from(live);
+            padded.push(!live);
         }
         let ids = Tensor::<2, Int>::from_data(TensorData::new(ids, [n, 1]), device);
         let positions = Tensor::<2, Int>::from_data(TensorData::new(positions, [n, 1]), device);
-        let fresh =
-            Tensor::<4, Bool>::from_data(TensorData::new(vec![false; n], [n, 1, 1, 1]), device);
-        cache.padded = Tensor::cat(vec![cache.padded.clone(), fresh], 3);
+        let mask = cache.padded_tensor(device);
         let mut x = self.embed(ids, positions);
         for (block, layer) in self.blocks.iter().zip(&mut cache.layers) {
-            x = block.step(x, layer, cache.padded.clone());
+            x = block.step(x, layer, mask.clone());
         }
         let logits = self.head.forward(self.norm.forward(x));
+        let vocab = logits.dims()[2];
+        logits.reshape([n, vocab])
+    }
+
+    /// Appends `suffixes` (one per row of `cache`, each non-empty) to the rows' cached
+    /// tokens and returns the logits `[N, V]` at each row's last new token: the same
+    /// logits a prefill of each row's whole context gives, without encoding the cached
+    /// part again. The suffixes are left-padded to the longest.
+    pub fn extend(&self, cache: &mut KvCache, suffixes: &[&[u32]], device: &Device) -> Tensor<2> {
+        let n = suffixes.len();
+        let longest = suffixes.iter().map(|s| s.len()).max().unwrap_or(1).max(1);
+        let old = cache.columns();
+        let mut ids = vec![0i32; n * longest];
+        let mut positions = vec![0i32; n * longest];
+        for (row, suffix) in suffixes.iter().enumerate() {
+            let pad = longest - suffix.len();
+            for j in 0..longest {
+                let at = row * longest + j;
+                let real = j >= pad;
+                if real {
+                    ids[at] = suffix[j - pad] as i32;
+                    positions[at] = self.position(cache.next_position[row] + (j - pad) as i64);
+                }
+                cache.padded[row].push(!real);
+            }
+            cache.next_position[row] += suffix.len() as i64;
+        }
+        // Query `i` sees the cached columns and the new ones up to its own.
+        let total = old + longest;
+        let ahead: Vec<bool> = (0..longest)
+            .flat_map(|i| (0..total).map(move |k| k > old + i))
+            .collect();
+        let ahead =
+            Tensor::<4, Bool>::from_data(TensorData::new(ahead, [1, 1, longest, total]), device)
+                .expand([n, 1, longest, total]);
+        let mask = ahead.bool_or(cache.padded_tensor(device).expand([n, 1, longest, total]));
+        let ids = Tensor::<2, Int>::from_data(TensorData::new(ids, [n, longest]), device);
+        let positions =
+            Tensor::<2, Int>::from_data(TensorData::new(positions, [n, longest]), device);
+        let mut x = self.embed(ids, positions);
+        for (block, layer) in self.blocks.iter().zip(&mut cache.layers) {
+            x = block.step(x, layer, mask.clone());
+        }
+        let last = x.slice(s![.., longest - 1..longest, ..]);
+        let logits = self.head.forward(self.norm.forward(last));
         let vocab = logits.dims()[2];
         logits.reshape([n, vocab])
     }
