@@ -90,16 +90,13 @@ pub fn in_parts<T: Sync, R: Send>(
     threads: usize,
     work: impl Fn(&[T]) -> Vec<R> + Sync,
 ) -> Vec<R> {
-    let threads = threads.clamp(1, items.len().max(1));
-    if threads == 1 {
-        return work(items);
+    let never = try_in_parts(items, threads, |part| {
+        Ok::<_, std::convert::Infallible>(work(part))
+    });
+    match never {
+        Ok(results) => results,
+        Err(infallible) => match infallible {},
     }
-    let work = &work;
-    let jobs: Vec<_> = items
-        .chunks(items.len().div_ceil(threads))
-        .map(|part| move || work(part))
-        .collect();
-    run_all(jobs).into_iter().flatten().collect()
 }
 
 /// [`in_parts`] for work that can fail: the results in the order of `items`, or the

@@ -271,7 +271,47 @@ mod tests {
     use super::*;
     use crate::config::ModelConfig;
     use crate::trainer::vocab;
-    use arlbook_core::agent::{EpisodeIds, Split, generate_task};
+    use arlbook_core::agent::{EpisodeIds, SamplingSettings, Split, generate_task};
+
+    /// A fresh model of `layers` blocks, width 32, on the CPU with `seed`.
+    fn fresh_model(layers: usize, seed: u64) -> PolicyModel {
+        let device = Device::flex();
+        device.seed(seed);
+        let config = ModelConfig {
+            layers,
+            width: 32,
+            heads: 2,
+            context: 640,
+        };
+        PolicyModel::new(&config, vocab(), &device)
+    }
+
+    /// `count` training episodes: task `first_task + i`, seed `first_seed + i`.
+    fn episodes(count: u64, first_task: u64, first_seed: u64) -> Vec<EpisodeSpec> {
+        (0..count)
+            .map(|i| EpisodeSpec {
+                task: generate_task(Split::Train, first_task + i),
+                ids: EpisodeIds {
+                    group_id: i,
+                    sample_id: 0,
+                },
+                seed: first_seed + i,
+            })
+            .collect()
+    }
+
+    const SAMPLER: Sampler = Sampler {
+        temperature: 1.0,
+        top_p: None,
+    };
+
+    fn info() -> PolicyInfo {
+        PolicyInfo {
+            name: "test".to_owned(),
+            version: "0".to_owned(),
+            sampling: SamplingSettings::default(),
+        }
+    }
 
     /// The cross-turn cache against a full prefill of every turn, on the same streams:
     /// multi-turn episodes (a fresh model's calls are malformed, so each gets an error
@@ -279,44 +319,19 @@ mod tests {
     /// entropies within `f32` rounding of the logits.
     #[test]
     fn the_cross_turn_cache_gives_the_tokens_of_a_full_prefill() {
-        let device = Device::flex();
-        device.seed(9);
-        let config = ModelConfig {
-            layers: 2,
-            width: 32,
-            heads: 2,
-            context: 640,
-        };
-        let model = PolicyModel::new(&config, vocab(), &device);
-        let specs: Vec<EpisodeSpec> = (0..6)
-            .map(|i| EpisodeSpec {
-                task: generate_task(Split::Train, 70 + i),
-                ids: EpisodeIds {
-                    group_id: i,
-                    sample_id: 0,
-                },
-                seed: 500 + i,
-            })
-            .collect();
+        let (model, device) = (fresh_model(2, 9), Device::flex());
+        let specs = episodes(6, 70, 500);
         let harness = HarnessConfig {
             max_turns: 5,
             max_malformed: 5,
             max_new_tokens: 12,
             ..HarnessConfig::default()
         };
-        let sampler = Sampler {
-            temperature: 1.0,
-            top_p: None,
-        };
-        let info = PolicyInfo {
-            name: "test".to_owned(),
-            version: "0".to_owned(),
-            sampling: arlbook_core::agent::SamplingSettings::default(),
-        };
+        let info = info();
         let mut cached = ModelGenerator::new(&model, device.clone());
-        let with_cache = run_lockstep(&specs, &harness, &mut cached, &sampler, &info).unwrap();
-        let mut plain = ModelGenerator::without_reuse(&model, device.clone());
-        let without = run_lockstep(&specs, &harness, &mut plain, &sampler, &info).unwrap();
+        let with_cache = run_lockstep(&specs, &harness, &mut cached, &SAMPLER, &info).unwrap();
+        let mut plain = ModelGenerator::without_reuse(&model, device);
+        let without = run_lockstep(&specs, &harness, &mut plain, &SAMPLER, &info).unwrap();
         let mut turns = 0;
         for (a, b) in with_cache.iter().zip(&without) {
             assert_eq!(
@@ -348,43 +363,18 @@ mod tests {
     /// row's logits do not depend on the other rows of its batch.
     #[test]
     fn threaded_rollout_equals_one_lockstep() {
-        let device = Device::flex();
-        device.seed(3);
-        let config = ModelConfig {
-            layers: 1,
-            width: 32,
-            heads: 2,
-            context: 640,
-        };
-        let model = PolicyModel::new(&config, vocab(), &device);
-        let specs: Vec<EpisodeSpec> = (0..5)
-            .map(|i| EpisodeSpec {
-                task: generate_task(Split::Train, i),
-                ids: EpisodeIds {
-                    group_id: i,
-                    sample_id: 0,
-                },
-                seed: 40 + i,
-            })
-            .collect();
+        let (model, device) = (fresh_model(1, 3), Device::flex());
+        let specs = episodes(5, 0, 40);
         let harness = HarnessConfig {
             max_turns: 3,
             ..HarnessConfig::default()
         };
-        let sampler = Sampler {
-            temperature: 1.0,
-            top_p: None,
-        };
-        let info = PolicyInfo {
-            name: "test".to_owned(),
-            version: "0".to_owned(),
-            sampling: arlbook_core::agent::SamplingSettings::default(),
-        };
+        let info = info();
         let mut generator = ModelGenerator::new(&model, device.clone());
-        let together = run_lockstep(&specs, &harness, &mut generator, &sampler, &info).unwrap();
+        let together = run_lockstep(&specs, &harness, &mut generator, &SAMPLER, &info).unwrap();
         let threaded = try_in_parts(&specs, 2, |part| {
             let mut generator = ModelGenerator::new(&model, device.clone());
-            run_lockstep(part, &harness, &mut generator, &sampler, &info)
+            run_lockstep(part, &harness, &mut generator, &SAMPLER, &info)
         })
         .unwrap();
         assert_eq!(together.len(), threaded.len());
