@@ -140,6 +140,9 @@ pub fn run_train(args: &TrainArgs) -> Result<ExitCode> {
         "done: metrics in {}",
         args.out.join("metrics.jsonl").display()
     );
+    if let Some(peak) = arlbook_train::resident::peak_resident_mib() {
+        eprintln!("peak resident memory: {peak:.0} MiB");
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -389,6 +392,19 @@ pub struct BenchArgs {
     /// Timed repetitions after one warm-up.
     #[arg(long, default_value_t = 3)]
     pub repeats: usize,
+    /// Turns per episode of the multi-turn workload.
+    #[arg(long, default_value_t = 5)]
+    pub turns: usize,
+    /// Generated tokens per turn of the multi-turn workload.
+    #[arg(long, default_value_t = 16)]
+    pub turn_tokens: usize,
+    /// Tokens of each tool result between two turns.
+    #[arg(long, default_value_t = 24)]
+    pub observation_tokens: usize,
+    /// Threads of the update's microbatches (default: as the trainer, one per core on
+    /// the CPU backend, one on a GPU).
+    #[arg(long)]
+    pub update_threads: Option<usize>,
     /// auto, cpu or gpu.
     #[arg(long, default_value = "cpu", value_parser = names_parser!(BackendChoice))]
     pub backend: BackendChoice,
@@ -412,13 +428,27 @@ pub fn run_bench(args: &BenchArgs) -> Result<ExitCode> {
     {
         anyhow::bail!("--heads must divide --width; --rows and --microbatch-rows must be positive");
     }
+    if args.turns == 0 || args.turn_tokens == 0 || args.prompt == 0 {
+        anyhow::bail!("--turns, --turn-tokens and --prompt must be positive");
+    }
     let workload = arlbook_train::bench::Workload {
         rows: args.rows,
         prompt: args.prompt,
         new_tokens: args.new_tokens,
         microbatch_rows: args.microbatch_rows,
         repeats: args.repeats.max(1),
+        turns: args.turns,
+        turn_tokens: args.turn_tokens,
+        observation_tokens: args.observation_tokens,
+        update_threads: args.update_threads,
     };
+    if workload.episode_tokens() > args.context {
+        anyhow::bail!(
+            "--prompt + --turns x --turn-tokens + (--turns - 1) x --observation-tokens is {}, more than --context {}",
+            workload.episode_tokens(),
+            args.context
+        );
+    }
     let (device, _) = device::choose(args.backend)?;
     let timing = arlbook_train::bench::run(&model, &workload, &device)?;
     crate::output::outln!("{}", serde_json::to_string(&timing)?);

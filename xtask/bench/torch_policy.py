@@ -5,6 +5,12 @@ fused qkv projection, 4x GELU MLP, final LayerNorm, linear head), same shapes, s
 phases: a prefill and greedy decode with a key/value cache (rollout), then forward,
 the clipped token-mean surrogate, backward over microbatches and one AdamW step
 (update). Prints one JSON object with the same fields as the Rust side.
+
+The multi-turn workload plays episodes of `--turns` turns of `--turn-tokens` greedy
+tokens with a tool result of `--observation-tokens` tokens between turns. Each turn
+re-prefills the whole context so far and decodes with a fresh cache, as a plain
+`generate` loop called once per turn does (arlbook keeps each episode's cache across
+turns). The peak resident memory is the process's `ru_maxrss`.
 `--device cuda` runs it on a GPU (every tensor is created there; the clock is read
 after the device has finished).
 
@@ -15,6 +21,8 @@ after the device has finished).
 import argparse
 import json
 import math
+import resource
+import sys
 import time
 
 import torch
@@ -112,11 +120,37 @@ def surrogate(logp, logp_old, advantages, weights, eps_low=0.2, eps_high=0.28):
     return (-torch.minimum(unclipped, clipped) * weights).sum()
 
 
+@torch.no_grad()
+def multi_turn(model, prompts, observations, turn_tokens):
+    """Greedy episodes, re-prefilling the whole context at every turn."""
+    sequence = prompts
+    turns = observations.shape[1] + 1
+    for turn in range(turns):
+        caches, logits = model.prefill(sequence)
+        generated = []
+        for i in range(turn_tokens):
+            next_tokens = logits.argmax(dim=1)
+            generated.append(next_tokens.view(-1, 1))
+            if i + 1 < turn_tokens:
+                caches, logits = model.decode_step(caches, next_tokens, sequence.shape[1] + i)
+        sequence = torch.cat([sequence] + generated, dim=1)
+        if turn + 1 < turns:
+            sequence = torch.cat([sequence, observations[:, turn]], dim=1)
+    return sequence
+
+
+def peak_resident_mib():
+    """`ru_maxrss` in MiB (kB on Linux, bytes on macOS)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / (1024.0 * 1024.0) if sys.platform == "darwin" else peak / 1024.0
+
+
 def main():
     parser = argparse.ArgumentParser()
     for name, default in [("layers", 2), ("width", 96), ("heads", 4), ("context", 640), ("vocab", 473),
                           ("rows", 64), ("prompt", 200), ("new-tokens", 32), ("microbatch-rows", 16),
-                          ("repeats", 3), ("threads", 2)]:
+                          ("repeats", 3), ("threads", 2), ("turns", 5), ("turn-tokens", 16),
+                          ("observation-tokens", 24)]:
         parser.add_argument(f"--{name}", type=int, default=default)
     parser.add_argument("--device", default="cpu")
     args = parser.parse_args()
@@ -162,6 +196,15 @@ def main():
         if repeat > 0:
             best_rollout = min(best_rollout, rollout_s)
             best_update = min(best_update, update_s)
+    prompts = torch.randint(6, args.vocab, (args.rows, args.prompt))
+    observations = torch.randint(6, args.vocab, (args.rows, max(args.turns - 1, 0), args.observation_tokens))
+    model.eval()
+    best_multi_turn = float("inf")
+    for repeat in range(args.repeats + 1):
+        t0 = clock()
+        multi_turn(model, prompts, observations, args.turn_tokens)
+        if repeat > 0:
+            best_multi_turn = min(best_multi_turn, clock() - t0)
     print(json.dumps({
         "implementation": f"pytorch {torch.__version__} ({args.device})",
         "parameters": sum(p.numel() for p in model.parameters()),
@@ -170,6 +213,9 @@ def main():
         "update_s": best_update,
         "update_tokens_per_s": args.rows * (seq - 1) / best_update,
         "grpo_step_s": best_rollout + best_update,
+        "multi_turn_s": best_multi_turn,
+        "multi_turn_tokens_per_s": args.rows * args.turns * args.turn_tokens / best_multi_turn,
+        "peak_resident_mib": peak_resident_mib(),
     }))
 
 

@@ -56,8 +56,10 @@ fi
 echo "== 1. benchmark: arlbook (burn) and PyTorch, same model and workload"
 # shellcheck disable=SC2086 # the shape is a list of flags
 "$bin" bench-train --backend "$backend" $shape >"$out/bench-arlbook.json"
+# The same vocabulary as arlbook's tokenizer, so both models have the same parameters.
+vocab=$("$python" -c 'import json, sys; print(json.load(open(sys.argv[1]))["vocab"])' "$out/bench-arlbook.json")
 # shellcheck disable=SC2086
-"$python" xtask/bench/torch_policy.py $shape --device "$torch_device" \
+"$python" xtask/bench/torch_policy.py $shape --vocab "$vocab" --device "$torch_device" \
     --threads "$(nproc)" >"$out/bench-torch.json"
 cat "$out/bench-arlbook.json" "$out/bench-torch.json"
 
@@ -88,6 +90,8 @@ summary = {
     "rollout_tokens_per_s_ratio": ours["rollout_tokens_per_s"] / torch["rollout_tokens_per_s"],
     "update_tokens_per_s_ratio": ours["update_tokens_per_s"] / torch["update_tokens_per_s"],
     "grpo_step_speed_ratio": torch["grpo_step_s"] / ours["grpo_step_s"],
+    "multi_turn_tokens_per_s_ratio": ours["multi_turn_tokens_per_s"] / torch["multi_turn_tokens_per_s"],
+    "bench_peak_resident_mib": {"arlbook": ours.get("peak_resident_mib"), "pytorch": torch.get("peak_resident_mib")},
     "train_sft_steps": sum(r.get("stage") == "sft" for r in rows),
     "train_grpo_steps": sum(r.get("stage") == "grpo" for r in rows),
     "train_sft_tokens_per_s_median": median("sft", "tokens_per_s"),

@@ -17,7 +17,7 @@ use serde_json::Value;
 use crate::cmd::{cargo, output, workspace_root};
 
 /// The workload flags both sides take.
-const SHAPE: [(&str, &str); 8] = [
+const SHAPE: [(&str, &str); 11] = [
     ("--layers", "2"),
     ("--width", "96"),
     ("--heads", "4"),
@@ -26,6 +26,9 @@ const SHAPE: [(&str, &str); 8] = [
     ("--prompt", "200"),
     ("--new-tokens", "32"),
     ("--microbatch-rows", "16"),
+    ("--turns", "5"),
+    ("--turn-tokens", "16"),
+    ("--observation-tokens", "24"),
 ];
 
 /// The bench's Python with PyTorch (installed on first use).
@@ -67,6 +70,18 @@ pub fn run() -> anyhow::Result<()> {
         rust_cmd.args([flag, value]);
     }
     let rust_out = output(rust_cmd.env("RAYON_NUM_THREADS", "2"))?;
+    let parse = |text: &str| -> anyhow::Result<Value> {
+        let line = text.lines().rev().find(|l| l.trim_start().starts_with('{'));
+        let Some(line) = line else {
+            bail!("no JSON line in:\n{text}");
+        };
+        serde_json::from_str(line).with_context(|| format!("parsing `{line}`"))
+    };
+    let rust = parse(&rust_out)?;
+    // The tokenizer's vocabulary, so both models have the same parameters.
+    let vocab = rust["vocab"]
+        .as_u64()
+        .with_context(|| format!("arlbook bench-train reported no vocab: {rust}"))?;
     let python = venv_python()?;
     let mut torch_cmd = Command::new(python);
     torch_cmd.arg(
@@ -78,19 +93,23 @@ pub fn run() -> anyhow::Result<()> {
     for (flag, value) in SHAPE {
         torch_cmd.args([flag, value]);
     }
+    torch_cmd.args(["--vocab", &vocab.to_string()]);
     let torch_out = output(torch_cmd.args(["--threads", "2"]))?;
-    let parse = |text: &str| -> anyhow::Result<Value> {
-        let line = text.lines().rev().find(|l| l.trim_start().starts_with('{'));
-        let Some(line) = line else {
-            bail!("no JSON line in:\n{text}");
-        };
-        serde_json::from_str(line).with_context(|| format!("parsing `{line}`"))
-    };
-    let rust = parse(&rust_out)?;
     let torch = parse(&torch_out)?;
+    if rust["parameters"] != torch["parameters"] {
+        bail!(
+            "the two models differ: arlbook has {} parameters, PyTorch {}",
+            rust["parameters"],
+            torch["parameters"]
+        );
+    }
     println!(
         "model: {} layers, width {}, {} heads; {} rows x ({} prompt + {} generated) tokens; microbatches of {}",
         SHAPE[0].1, SHAPE[1].1, SHAPE[2].1, SHAPE[4].1, SHAPE[5].1, SHAPE[6].1, SHAPE[7].1
+    );
+    println!(
+        "multi-turn episodes: {} rows x {} turns of {} generated tokens, {}-token tool results between turns",
+        SHAPE[4].1, SHAPE[8].1, SHAPE[9].1, SHAPE[10].1
     );
     println!(
         "parameters: arlbook {} / pytorch {}",
@@ -104,14 +123,25 @@ pub fn run() -> anyhow::Result<()> {
         ("rollout tokens/s", "rollout_tokens_per_s", true),
         ("update tokens/s", "update_tokens_per_s", true),
         ("GRPO step s", "grpo_step_s", false),
+        ("multi-turn tokens/s", "multi_turn_tokens_per_s", true),
     ] {
         let (r, t) = (field(&rust, key), field(&torch, key));
         // Ratio as "arlbook speed relative to PyTorch": above 1 means arlbook is faster.
         let ratio = if higher_is_better { r / t } else { t / r };
         println!("{label:<28} {r:>14.3} {t:>14.3} {ratio:>9.2}x");
     }
+    let (r, t) = (
+        field(&rust, "peak_resident_mib"),
+        field(&torch, "peak_resident_mib"),
+    );
     println!(
-        "(ratio = arlbook speed / PyTorch speed; {})",
+        "{:<28} {r:>14.0} {t:>14.0} {:>10}",
+        "peak resident MiB", "(lower)"
+    );
+    println!(
+        "(ratio = arlbook speed / PyTorch speed; {}; multi-turn: arlbook keeps each \
+         episode's cache across turns, PyTorch re-prefills the context every turn as a \
+         plain generate loop does)",
         torch["implementation"].as_str().unwrap_or("pytorch")
     );
     Ok(())

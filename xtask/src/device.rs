@@ -124,7 +124,7 @@ every_steps = 0
 
 /// The dry run's benchmark shape (both sides).
 const DRY_RUN_SHAPE: &str = "--layers 1 --width 32 --heads 2 --context 128 --rows 4 \
-    --prompt 32 --new-tokens 8 --microbatch-rows 4";
+    --prompt 32 --new-tokens 8 --microbatch-rows 4 --turns 3 --turn-tokens 8 --observation-tokens 8";
 
 /// Runs `xtask/device/gpu-check.sh` here at a tiny size and checks its summary.
 pub fn dry_run() -> anyhow::Result<()> {
@@ -162,6 +162,7 @@ pub fn dry_run() -> anyhow::Result<()> {
         "rollout_tokens_per_s_ratio",
         "update_tokens_per_s_ratio",
         "grpo_step_speed_ratio",
+        "multi_turn_tokens_per_s_ratio",
     ] {
         if !summary[key].as_f64().is_some_and(f64::is_finite) {
             bail!("the dry run's summary has no finite `{key}`: {summary}");

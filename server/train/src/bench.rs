@@ -8,13 +8,23 @@
 //! update runs forward, the clipped token-mean loss, backward and an AdamW step over
 //! the same rows in microbatches (update tokens/s).
 //! A GRPO step's time is the sum of the two phases.
+//!
+//! Multi-turn workload (an agent's episodes): each row generates `turn_tokens` greedy
+//! tokens per turn for `turns` turns, and between turns a tool result of
+//! `observation_tokens` tokens is appended. arlbook keeps each episode's key/value
+//! cache across turns and encodes only the new tokens ([`PolicyModel::extend`]), as
+//! the trainer's rollouts do; the PyTorch side re-prefills the whole context at every
+//! turn, as a plain `generate` loop called once per turn does.
+//!
+//! Both sides report the process's peak resident memory at the end
+//! ([`crate::resident`]).
 
 use std::time::Instant;
 
 use arlbook_core::math::kl::KlEstimator;
 use arlbook_core::rng::RandomStream;
-use burn::optim::{GradientsAccumulator, GradientsParams};
 use burn::prelude::*;
+use burn::tensor::Gradients;
 use serde::Serialize;
 
 use super::config::ModelConfig;
@@ -22,6 +32,7 @@ use super::generate::{rollout_threads, try_in_parts};
 use super::loss::{SurrogateInputs, SurrogateSettings, surrogate_loss, token_logprobs};
 use super::model::PolicyModel;
 use super::optimizer::adamw;
+use super::replicas::accumulate_in_parallel;
 use super::trainer::vocab;
 
 /// The shapes of the workload.
@@ -37,6 +48,24 @@ pub struct Workload {
     pub microbatch_rows: usize,
     /// Timed repetitions (after one warm-up).
     pub repeats: usize,
+    /// Turns per episode of the multi-turn workload.
+    pub turns: usize,
+    /// Generated tokens per turn of the multi-turn workload.
+    pub turn_tokens: usize,
+    /// Tokens of each tool result between two turns.
+    pub observation_tokens: usize,
+    /// Threads of the update's microbatches ([`crate::replicas`]); `None`: as the
+    /// trainer ([`rollout_threads`]).
+    pub update_threads: Option<usize>,
+}
+
+impl Workload {
+    /// Tokens a multi-turn episode holds at its end.
+    pub fn episode_tokens(&self) -> usize {
+        self.prompt
+            + self.turns * self.turn_tokens
+            + self.turns.saturating_sub(1) * self.observation_tokens
+    }
 }
 
 /// Measured times (best of the repetitions).
@@ -46,6 +75,9 @@ pub struct Timing {
     pub implementation: &'static str,
     /// Parameters of the model.
     pub parameters: usize,
+    /// Tokens of the vocabulary (the environment's tokenizer): the other side of the
+    /// benchmark builds its model with as many.
+    pub vocab: usize,
     /// Rollout phase seconds.
     pub rollout_s: f64,
     /// Generated tokens per second.
@@ -56,6 +88,20 @@ pub struct Timing {
     pub update_tokens_per_s: f64,
     /// `rollout_s + update_s`.
     pub grpo_step_s: f64,
+    /// Seconds of the multi-turn rollout of all rows.
+    pub multi_turn_s: f64,
+    /// Generated tokens per second of the multi-turn rollout.
+    pub multi_turn_tokens_per_s: f64,
+    /// Peak resident memory of the process at the end, MiB (absent where the system
+    /// does not say).
+    pub peak_resident_mib: Option<f64>,
+}
+
+/// One episode of the multi-turn workload: its prompt and the tool results that follow
+/// each turn but the last.
+struct Episode {
+    prompt: Vec<u32>,
+    observations: Vec<Vec<u32>>,
 }
 
 fn random_tokens(rng: &mut RandomStream, count: usize) -> Vec<u32> {
@@ -75,13 +121,7 @@ fn greedy_decode(
     let (mut cache, mut logits) = policy.prefill(&refs, device);
     let mut sequences = contexts.to_vec();
     for _ in 0..new_tokens {
-        let next: Vec<u32> = logits
-            .argmax(1)
-            .try_into_vec_as::<i64>()
-            .map_err(|e| anyhow::anyhow!("reading the greedy tokens back from the device: {e:?}"))?
-            .iter()
-            .map(|&t| t as u32)
-            .collect();
+        let next = greedy(logits.clone())?;
         for (s, &t) in sequences.iter_mut().zip(&next) {
             s.push(t);
         }
@@ -92,6 +132,104 @@ fn greedy_decode(
         .try_into_data()
         .map_err(|e| anyhow::anyhow!("finishing the last decode step on the device: {e:?}"))?;
     Ok(sequences)
+}
+
+/// The greedy token of each row of `logits: [N, V]`.
+fn greedy(logits: Tensor<2>) -> anyhow::Result<Vec<u32>> {
+    Ok(logits
+        .argmax(1)
+        .try_into_vec_as::<i64>()
+        .map_err(|e| anyhow::anyhow!("reading the greedy tokens back from the device: {e:?}"))?
+        .iter()
+        .map(|&t| t as u32)
+        .collect())
+}
+
+/// Plays `episodes` turn by turn with one cache each: a prefill of the prompts, then per
+/// turn `turn_tokens` greedy tokens, and between turns an extension of the cache by the
+/// turn's last token and the tool result. Returns each row's whole token stream.
+fn multi_turn_episodes(
+    policy: &PolicyModel,
+    episodes: &[Episode],
+    turn_tokens: usize,
+    device: &Device,
+) -> anyhow::Result<Vec<Vec<u32>>> {
+    let prompts: Vec<&[u32]> = episodes.iter().map(|e| e.prompt.as_slice()).collect();
+    let (mut cache, mut logits) = policy.prefill(&prompts, device);
+    let mut streams: Vec<Vec<u32>> = episodes.iter().map(|e| e.prompt.clone()).collect();
+    let live = vec![true; episodes.len()];
+    let turns = episodes.first().map_or(0, |e| e.observations.len() + 1);
+    for turn in 0..turns {
+        for i in 0..turn_tokens {
+            let next = greedy(logits.clone())?;
+            for (s, &t) in streams.iter_mut().zip(&next) {
+                s.push(t);
+            }
+            if i + 1 < turn_tokens {
+                logits = policy.decode_step(&mut cache, &next, &live, device);
+            }
+        }
+        if turn + 1 < turns {
+            // The turn's last token is not in the cache yet: it leads the suffix.
+            let suffixes: Vec<Vec<u32>> = streams
+                .iter()
+                .zip(episodes)
+                .map(|(s, e)| {
+                    let mut suffix = vec![*s.last().unwrap_or(&0)];
+                    suffix.extend_from_slice(&e.observations[turn]);
+                    suffix
+                })
+                .collect();
+            let refs: Vec<&[u32]> = suffixes.iter().map(Vec::as_slice).collect();
+            logits = policy.extend(&mut cache, &refs, device);
+            for (s, e) in streams.iter_mut().zip(episodes) {
+                s.extend_from_slice(&e.observations[turn]);
+            }
+        }
+    }
+    Ok(streams)
+}
+
+/// The clipped token-mean loss's gradients for one microbatch of `sequences` (its
+/// tokens after `prompt` are the generated ones, each weighing `weight`).
+fn microbatch_gradients(
+    model: &PolicyModel,
+    chunk: &[Vec<u32>],
+    prompt: usize,
+    weight: f32,
+    settings: &SurrogateSettings,
+    device: &Device,
+) -> Gradients {
+    let n = chunk.len();
+    let t = chunk.first().map_or(1, Vec::len) - 1;
+    let inputs: Vec<i32> = chunk
+        .iter()
+        .flat_map(|s| s[..t].iter().map(|&v| v as i32))
+        .collect();
+    let targets: Vec<i32> = chunk
+        .iter()
+        .flat_map(|s| s[1..].iter().map(|&v| v as i32))
+        .collect();
+    let mask: Vec<f32> = (0..n)
+        .flat_map(|_| (0..t).map(|j| if j + 1 >= prompt { 1.0 } else { 0.0 }))
+        .collect();
+    let weights: Vec<f32> = mask.iter().map(|m| m * weight).collect();
+    let mask = Tensor::<2>::from_data(TensorData::new(mask, [n, t]), device);
+    let logits = model.forward(Tensor::from_data(TensorData::new(inputs, [n, t]), device));
+    let logp = token_logprobs(
+        logits,
+        Tensor::from_data(TensorData::new(targets, [n, t]), device),
+        1.0,
+        None,
+    );
+    let inputs = SurrogateInputs {
+        old_logp: logp.clone().detach() * mask.clone(),
+        mask,
+        weights: Tensor::from_data(TensorData::new(weights, [n, t]), device),
+        advantages: Tensor::from_data(TensorData::new(vec![0.5f32; n], [n, 1]), device),
+        ref_logp: None,
+    };
+    surrogate_loss(logp, &inputs, settings).backward()
 }
 
 /// Runs the workload on `device` with the model shape `config`.
@@ -117,6 +255,9 @@ pub fn run(config: &ModelConfig, workload: &Workload, device: &Device) -> anyhow
         beta: 0.0,
         kl_estimator: KlEstimator::K3,
     };
+    let update_threads = workload
+        .update_threads
+        .unwrap_or_else(|| rollout_threads(device));
     for repeat in 0..=workload.repeats {
         // Rollout: prefill + greedy decode with the cache.
         let t0 = Instant::now();
@@ -127,61 +268,112 @@ pub fn run(config: &ModelConfig, workload: &Workload, device: &Device) -> anyhow
         let rollout_s = t0.elapsed().as_secs_f64();
         // Update: forward, loss, backward over microbatches, one optimizer step.
         let t1 = Instant::now();
-        let mut accumulator = GradientsAccumulator::<PolicyModel>::new();
         let weight = 1.0 / (workload.rows * workload.new_tokens) as f32;
-        for chunk in sequences.chunks(workload.microbatch_rows) {
-            let n = chunk.len();
-            let t = seq - 1;
-            let inputs: Vec<i32> = chunk
-                .iter()
-                .flat_map(|s| s[..t].iter().map(|&v| v as i32))
-                .collect();
-            let targets: Vec<i32> = chunk
-                .iter()
-                .flat_map(|s| s[1..].iter().map(|&v| v as i32))
-                .collect();
-            let mask: Vec<f32> = (0..n)
-                .flat_map(|_| (0..t).map(|j| if j + 1 >= workload.prompt { 1.0 } else { 0.0 }))
-                .collect();
-            let weights: Vec<f32> = mask.iter().map(|m| m * weight).collect();
-            let mask = Tensor::<2>::from_data(TensorData::new(mask, [n, t]), &train_device);
-            let logits = model.forward(Tensor::from_data(
-                TensorData::new(inputs, [n, t]),
-                &train_device,
-            ));
-            let logp = token_logprobs(
-                logits,
-                Tensor::from_data(TensorData::new(targets, [n, t]), &train_device),
-                1.0,
-                None,
-            );
-            let inputs = SurrogateInputs {
-                old_logp: logp.clone().detach() * mask.clone(),
-                mask,
-                weights: Tensor::from_data(TensorData::new(weights, [n, t]), &train_device),
-                advantages: Tensor::from_data(
-                    TensorData::new(vec![0.5f32; n], [n, 1]),
-                    &train_device,
-                ),
-                ref_logp: None,
-            };
-            let grads = surrogate_loss(logp, &inputs, &settings).backward();
-            accumulator.accumulate(&model, GradientsParams::from_grads(grads, &model));
-        }
-        model = optim.step(1e-4, model, accumulator.grads());
+        let chunks: Vec<&[Vec<u32>]> = sequences.chunks(workload.microbatch_rows).collect();
+        let (grads, _) =
+            accumulate_in_parallel(&model, &chunks, update_threads, |replica, chunk| {
+                Ok((
+                    microbatch_gradients(
+                        replica,
+                        chunk,
+                        workload.prompt,
+                        weight,
+                        &settings,
+                        &train_device,
+                    ),
+                    (),
+                ))
+            })?;
+        model = optim.step(1e-4, model, grads);
         let update_s = t1.elapsed().as_secs_f64();
         if repeat > 0 {
             best_rollout = best_rollout.min(rollout_s);
             best_update = best_update.min(update_s);
         }
     }
+    let episodes: Vec<Episode> = (0..workload.rows)
+        .map(|_| Episode {
+            prompt: random_tokens(&mut rng, workload.prompt),
+            observations: (1..workload.turns)
+                .map(|_| random_tokens(&mut rng, workload.observation_tokens))
+                .collect(),
+        })
+        .collect();
+    let mut best_multi_turn = f64::INFINITY;
+    let policy = model.valid();
+    for repeat in 0..=workload.repeats {
+        let t0 = Instant::now();
+        try_in_parts(&episodes, rollout_threads(device), |part| {
+            multi_turn_episodes(&policy, part, workload.turn_tokens, device)
+        })?;
+        if repeat > 0 {
+            best_multi_turn = best_multi_turn.min(t0.elapsed().as_secs_f64());
+        }
+    }
     Ok(Timing {
         implementation: "arlbook (burn)",
         parameters: model.num_params(),
+        vocab: vocab(),
         rollout_s: best_rollout,
         rollout_tokens_per_s: (workload.rows * workload.new_tokens) as f64 / best_rollout,
         update_s: best_update,
         update_tokens_per_s: (workload.rows * (seq - 1)) as f64 / best_update,
         grpo_step_s: best_rollout + best_update,
+        multi_turn_s: best_multi_turn,
+        multi_turn_tokens_per_s: (workload.rows * workload.turns * workload.turn_tokens) as f64
+            / best_multi_turn,
+        peak_resident_mib: crate::resident::peak_resident_mib(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The same episodes the PyTorch side plays: every turn re-prefills the whole
+    /// context so far with a fresh cache.
+    fn reprefilled(
+        policy: &PolicyModel,
+        episodes: &[Episode],
+        turn_tokens: usize,
+        device: &Device,
+    ) -> Vec<Vec<u32>> {
+        let mut streams: Vec<Vec<u32>> = episodes.iter().map(|e| e.prompt.clone()).collect();
+        let turns = episodes[0].observations.len() + 1;
+        for turn in 0..turns {
+            let contexts = streams.clone();
+            let generated = greedy_decode(policy, &contexts, turn_tokens, device).expect("decode");
+            streams = generated;
+            if turn + 1 < turns {
+                for (s, e) in streams.iter_mut().zip(episodes) {
+                    s.extend_from_slice(&e.observations[turn]);
+                }
+            }
+        }
+        streams
+    }
+
+    #[test]
+    fn the_multi_turn_workload_plays_the_episodes_a_full_reprefill_plays() {
+        let device = Device::flex();
+        device.seed(3);
+        let config = ModelConfig {
+            layers: 1,
+            width: 16,
+            heads: 2,
+            context: 64,
+        };
+        let policy = PolicyModel::new(&config, vocab(), &device);
+        let mut rng = RandomStream::new(5, 0);
+        let episodes: Vec<Episode> = (0..3)
+            .map(|_| Episode {
+                prompt: random_tokens(&mut rng, 7),
+                observations: (0..2).map(|_| random_tokens(&mut rng, 4)).collect(),
+            })
+            .collect();
+        let cached = multi_turn_episodes(&policy, &episodes, 3, &device).expect("episodes");
+        assert_eq!(cached, reprefilled(&policy, &episodes, 3, &device));
+        // Prompt, three turns of three tokens, two tool results of four.
+        assert!(cached.iter().all(|s| s.len() == 7 + 9 + 8));
+    }
 }

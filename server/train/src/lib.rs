@@ -7,7 +7,8 @@
 //! - [`model`], [`generate`], [`sampling`], [`rollout`]: the transformer with a KV
 //!   cache, batched lockstep rollouts and token sampling with recorded log-probs.
 //! - [`batching`], [`loss`], [`optimizer`]: tensors of a microbatch, the policy loss
-//!   (the core's, in burn), AdamW with global-norm clipping and the schedule.
+//!   (the core's, in burn), AdamW with global-norm clipping and the schedule;
+//!   [`replicas`]: microbatches' forward and backward passes on every core.
 //! - [`trainer`]: the run state (device, model, optimizer, reference, lag pipeline,
 //!   position, metrics file): fresh, resumed or initialised from a checkpoint.
 //! - [`sft`], [`grpo`], [`rejection`]: the stages (SFT; GRPO; rejection-sampling SFT)
@@ -18,7 +19,8 @@
 //! - [`eval`]: success, pass@k and paired comparisons of checkpoints, and [`opening`]
 //!   the recovery diagnostic's forced wrong first patch; [`plot`]: a
 //!   picture of a run; [`bench`]: the synthetic workload of `cargo xtask bench train`;
-//!   [`device`]: the burn device for a backend choice.
+//!   [`device`]: the burn device for a backend choice; [`resident`]: the process's
+//!   peak resident memory for the run and bench reports.
 //!
 //! The stages depend on [`trainer`], [`pipeline`] on the stages: the module graph has
 //! no cycle.
@@ -42,6 +44,8 @@ pub mod plot;
 pub mod progress;
 pub mod recovery;
 pub mod rejection;
+pub mod replicas;
+pub mod resident;
 pub mod rollout;
 pub mod sampling;
 pub mod selection;

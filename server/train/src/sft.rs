@@ -10,7 +10,9 @@
 //! A step's demonstrations are sorted by length and run through the model in slices
 //! of a few episodes, each padded only to its own longest episode; every slice adds
 //! its summed token loss divided by the step's total trained tokens, so the step's
-//! loss and gradient are those of one pass over the whole batch.
+//! loss and gradient are those of one pass over the whole batch. The slices run on
+//! every core of the CPU backend (`crate::replicas`), their gradients added in slice
+//! order.
 //!
 //! With `sft.recovery_steps`, a second phase follows the `sft.steps` teacher steps:
 //! the model attempts `sft.recovery_tasks` training tasks with the teacher taking over
@@ -25,15 +27,16 @@ use anyhow::{Result, bail};
 use arlbook_core::agent::{EpisodeIds, Split, Teacher, generate_task, run_episode};
 use arlbook_core::metrics::{MetricsRow, RowStage};
 use arlbook_core::rng::RandomStream;
-use burn::optim::{GradientsAccumulator, GradientsParams};
+use burn::optim::GradientsParams;
 use burn::prelude::*;
 
 use super::batching::MicroBatch;
 use super::config::{LrSchedule, SFT_MICROBATCH_EPISODES};
+use super::generate::rollout_threads;
 use super::loss::token_logprobs;
-use super::model::PolicyModel;
 use super::optimizer::{clip_global_norm, learning_rate};
 use super::recovery::{self, Demonstration};
+use super::replicas::accumulate_in_parallel;
 use super::rollout::Rollout;
 use super::trainer::{Trainer, vocab};
 
@@ -277,24 +280,27 @@ pub(super) fn demonstration_gradients(
 ) -> Result<(f64, usize, GradientsParams)> {
     batch.sort_by_key(|d| d.record.tokens.len());
     let tokens: usize = batch.iter().map(|d| d.trained_tokens()).sum();
-    let mut accumulator = GradientsAccumulator::<PolicyModel>::new();
-    let mut loss_value = 0.0;
-    for slice in batch.chunks(slice_episodes.max(1)) {
-        let (micro, mask) = demonstration_batch(slice, &trainer.device);
-        let logits = trainer.model.forward(micro.inputs);
-        let logp = token_logprobs(logits, micro.targets, 1.0, None);
-        let loss = (logp * mask).sum().neg().div_scalar(tokens.max(1) as f64);
-        let grads = loss.backward();
-        loss_value +=
-            f64::from(loss.try_into_scalar::<f32>().map_err(|e| {
-                anyhow::anyhow!("reading the SFT loss back from the device: {e:?}")
-            })?);
-        accumulator.accumulate(
-            &trainer.model,
-            GradientsParams::from_grads(grads, &trainer.model),
-        );
-    }
-    Ok((loss_value, tokens, accumulator.grads()))
+    let slices: Vec<&[&Demonstration]> = batch.chunks(slice_episodes.max(1)).collect();
+    let device = &trainer.device;
+    // The slices' forward and backward passes on every core (see `crate::replicas`).
+    let (grads, losses) = accumulate_in_parallel(
+        &trainer.model,
+        &slices,
+        rollout_threads(&trainer.plain),
+        |model, slice| {
+            let (micro, mask) = demonstration_batch(slice, device);
+            let logits = model.forward(micro.inputs);
+            let logp = token_logprobs(logits, micro.targets, 1.0, None);
+            let loss = (logp * mask).sum().neg().div_scalar(tokens.max(1) as f64);
+            let grads = loss.backward();
+            let value = loss
+                .try_into_scalar::<f32>()
+                .map_err(|e| anyhow::anyhow!("reading the SFT loss back from the device: {e:?}"))?;
+            Ok((grads, f64::from(value)))
+        },
+    )?;
+    let loss_value = losses.iter().sum();
+    Ok((loss_value, tokens, grads))
 }
 
 /// The microbatch of `rows` and its loss mask restricted to their trained tokens.

@@ -14,6 +14,10 @@
 //! log-probabilities come from the host copy the batch was built from. The core then
 //! scores the read-back values on the host.
 //!
+//! The microbatches' forward and backward passes run on every core of the CPU backend,
+//! each thread on a replica of the model, their gradients added in microbatch order
+//! (`crate::replicas`: the same sums on one core as on many).
+//!
 //! The update order of pass `e` at step `s` comes from `RandomStream(seed,
 //! ORDER_STREAM + 64 s + e)`.
 
@@ -27,16 +31,17 @@ use arlbook_core::math::policy_loss::{
 use arlbook_core::math::reduction::row_weights;
 use arlbook_core::metrics::MetricsRow;
 use arlbook_core::rng::RandomStream;
-use burn::optim::{GradientsAccumulator, GradientsParams};
 use burn::prelude::*;
 
 use super::preflight;
 use super::settings::surrogate_settings;
 use crate::batching::{MicroBatch, micro_batch, weight_tensor};
 use crate::config::TrainConfig;
+use crate::generate::rollout_threads;
 use crate::loss::{SurrogateInputs, surrogate_loss, token_entropy, token_logprobs};
 use crate::model::PolicyModel;
 use crate::optimizer::clip_global_norm;
+use crate::replicas::accumulate_in_parallel;
 use crate::rollout::Rollout;
 use crate::trainer::{Trainer, vocab};
 
@@ -120,30 +125,40 @@ struct Scored {
     entropy_sum: Tensor<1>,
 }
 
-fn score(trainer: &Trainer, micro: &MicroBatch) -> Scored {
-    let temperature = trainer.config.grpo.temperature;
-    let logits = trainer.model.forward(micro.inputs.clone());
-    let entropy = token_entropy(logits.clone(), temperature) * micro.mask.clone();
-    let logp = token_logprobs(
-        logits,
-        micro.targets.clone(),
-        temperature,
-        micro.not_kept.clone(),
-    );
-    let ref_logp = trainer.reference.as_ref().map(|reference| {
-        let ref_logits = reference.forward(micro.inputs.clone().to_device(&trainer.plain));
-        let ref_logp = token_logprobs(
-            ref_logits,
-            micro.targets.clone().to_device(&trainer.plain),
-            temperature,
-            micro.not_kept.clone().map(|m| m.to_device(&trainer.plain)),
+/// What scoring a microbatch needs besides the policy: the reference model on the plain
+/// device, both devices, the sampling temperature.
+struct Scorer<'a> {
+    reference: Option<&'a PolicyModel>,
+    plain: &'a Device,
+    device: &'a Device,
+    temperature: f64,
+}
+
+impl Scorer<'_> {
+    fn score(&self, model: &PolicyModel, micro: &MicroBatch) -> Scored {
+        let logits = model.forward(micro.inputs.clone());
+        let entropy = token_entropy(logits.clone(), self.temperature) * micro.mask.clone();
+        let logp = token_logprobs(
+            logits,
+            micro.targets.clone(),
+            self.temperature,
+            micro.not_kept.clone(),
         );
-        ref_logp.to_device(&trainer.device).detach()
-    });
-    Scored {
-        logp,
-        ref_logp,
-        entropy_sum: entropy.sum(),
+        let ref_logp = self.reference.map(|reference| {
+            let ref_logits = reference.forward(micro.inputs.clone().to_device(self.plain));
+            let ref_logp = token_logprobs(
+                ref_logits,
+                micro.targets.clone().to_device(self.plain),
+                self.temperature,
+                micro.not_kept.clone().map(|m| m.to_device(self.plain)),
+            );
+            ref_logp.to_device(self.device).detach()
+        });
+        Scored {
+            logp,
+            ref_logp,
+            entropy_sum: entropy.sum(),
+        }
     }
 }
 
@@ -249,42 +264,50 @@ fn minibatch_step(
     let weights_per_row = row_weights(&lengths, g.reduction, g.reduction_constant)
         .map_err(|e| anyhow::anyhow!("grpo.{e}"))?;
     let settings = surrogate_settings(&config);
-    let mut accumulator = GradientsAccumulator::<PolicyModel>::new();
-    let mut queued = Vec::new();
-    let mut start = 0;
-    while start < rows.len() {
-        let end = (start + g.microbatch_rows).min(rows.len());
-        let chunk: Vec<&Rollout> = rows[start..end].iter().map(|(r, _)| *r).collect();
-        let advantages: Vec<f32> = rows[start..end].iter().map(|(_, a)| *a as f32).collect();
-        let micro = micro_batch(&chunk, vocab(), &trainer.device);
-        let scored = score(trainer, &micro);
-        let inputs = SurrogateInputs {
-            old_logp: micro.old_logp.clone(),
-            mask: micro.mask.clone(),
-            weights: weight_tensor(&micro, &weights_per_row[start..end], &trainer.device),
-            advantages: Tensor::from_data(
-                TensorData::new(advantages.clone(), [chunk.len(), 1]),
-                &trainer.device,
-            ),
-            ref_logp: scored.ref_logp.clone(),
-        };
-        let loss = surrogate_loss(scored.logp.clone(), &inputs, &settings);
-        let grads = loss.backward();
-        accumulator.accumulate(
-            &trainer.model,
-            GradientsParams::from_grads(grads, &trainer.model),
-        );
-        queued.push(Queued {
-            micro,
-            advantages,
-            rows: start..end,
-            logp: scored.logp.detach(),
-            ref_logp: scored.ref_logp,
-            loss: loss.detach(),
-            entropy_sum: scored.entropy_sum.detach(),
-        });
-        start = end;
-    }
+    let spans: Vec<std::ops::Range<usize>> = (0..rows.len())
+        .step_by(g.microbatch_rows.max(1))
+        .map(|start| start..(start + g.microbatch_rows).min(rows.len()))
+        .collect();
+    let scorer = Scorer {
+        reference: trainer.reference.as_ref(),
+        plain: &trainer.plain,
+        device: &trainer.device,
+        temperature: g.temperature,
+    };
+    // Each microbatch's forward and backward, on every core (see `crate::replicas`).
+    let (grads, queued) = accumulate_in_parallel(
+        &trainer.model,
+        &spans,
+        rollout_threads(&trainer.plain),
+        |model, span| {
+            let chunk: Vec<&Rollout> = rows[span.clone()].iter().map(|(r, _)| *r).collect();
+            let advantages: Vec<f32> = rows[span.clone()].iter().map(|(_, a)| *a as f32).collect();
+            let micro = micro_batch(&chunk, vocab(), scorer.device);
+            let scored = scorer.score(model, &micro);
+            let inputs = SurrogateInputs {
+                old_logp: micro.old_logp.clone(),
+                mask: micro.mask.clone(),
+                weights: weight_tensor(&micro, &weights_per_row[span.clone()], scorer.device),
+                advantages: Tensor::from_data(
+                    TensorData::new(advantages.clone(), [chunk.len(), 1]),
+                    scorer.device,
+                ),
+                ref_logp: scored.ref_logp.clone(),
+            };
+            let loss = surrogate_loss(scored.logp.clone(), &inputs, &settings);
+            let grads = loss.backward();
+            let queued = Queued {
+                micro,
+                advantages,
+                rows: span.clone(),
+                logp: scored.logp.detach(),
+                ref_logp: scored.ref_logp,
+                loss: loss.detach(),
+                entropy_sum: scored.entropy_sum.detach(),
+            };
+            Ok((grads, queued))
+        },
+    )?;
     // The minibatch's one transfer; then the core scores the same numbers on the host.
     for (k, (q, host)) in queued.iter().zip(read_back(&queued)?).enumerate() {
         stats.loss_sum += host.loss;
@@ -301,7 +324,7 @@ fn minibatch_step(
             preflight::check_ratio(max_ratio_deviation)?;
         }
     }
-    let mut grads = accumulator.grads();
+    let mut grads = grads;
     let norm = clip_global_norm(&trainer.model, &mut grads, g.grad_clip)?;
     stats.grad_norms.push(norm);
     trainer.model = trainer.optim.step(lr, trainer.model.clone(), grads);
