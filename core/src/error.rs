@@ -138,22 +138,47 @@ pub mod check {
         }
     }
 
-    /// How far a distribution's sum may be from 1.
-    pub const SUM_TOLERANCE: f64 = 1e-6;
+    /// How far a distribution's sum may be from 1, relative: a vector whose entries
+    /// were rounded (to six decimals, say) still sums to within it, and is divided by
+    /// its sum.
+    pub const SUM_TOLERANCE: f64 = 1e-4;
+
+    /// A sum this close to 1 is the rounding of the sum itself: the entries are used as
+    /// given.
+    pub const EXACT_SUM: f64 = 1e-12;
 
     /// `probs` is a non-empty probability vector summing to 1 within
-    /// [`SUM_TOLERANCE`]; the error names the entry or the whole field.
-    pub fn distribution(field: &str, probs: &[f64]) -> Result<()> {
-        non_empty(field, probs)?;
-        all_probabilities(field, probs)?;
+    /// [`SUM_TOLERANCE`]; returns it divided by its sum (unchanged within
+    /// [`EXACT_SUM`]). The error names the entry or the whole field.
+    pub fn distribution(field: &str, probs: &[f64]) -> Result<Vec<f64>> {
+        into_distribution(field, probs.to_vec())
+    }
+
+    /// [`distribution`] of an owned vector, divided in place.
+    pub fn into_distribution(field: &str, mut probs: Vec<f64>) -> Result<Vec<f64>> {
+        non_empty(field, &probs)?;
+        all_probabilities(field, &probs)?;
         let total: f64 = probs.iter().sum();
         if (total - 1.0).abs() > SUM_TOLERANCE {
             return Err(FieldError::new(
                 field,
-                format!("must sum to 1, sums to {total}"),
+                format!(
+                    "must sum to 1 (within {SUM_TOLERANCE} relative, then renormalised), sums to {total}"
+                ),
             ));
         }
-        Ok(())
+        if needs_renormalising(total) {
+            for p in &mut probs {
+                *p /= total;
+            }
+        }
+        Ok(probs)
+    }
+
+    /// Whether a distribution summing to `total` is divided by it (see
+    /// [`distribution`]).
+    pub fn needs_renormalising(total: f64) -> bool {
+        (total - 1.0).abs() > EXACT_SUM
     }
 
     /// `values` is not empty.

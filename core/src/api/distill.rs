@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::Entry;
+use super::renormalised::{Renormalised, renormalised};
 use crate::error::{FieldError, Result, check};
 use crate::math::distill::{self, Direction, FittedStudent};
 
@@ -14,13 +15,14 @@ use crate::math::distill::{self, Direction, FittedStudent};
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Request {
-    /// Teacher probabilities (sum to 1).
+    /// Teacher probabilities (sum to 1 within `1e-4` relative; then renormalised).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub teacher_probs: Option<Vec<f64>>,
     /// Teacher logits (softmax is applied).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub teacher_logits: Option<Vec<f64>>,
-    /// Student probabilities (sum to 1), same length as the teacher.
+    /// Student probabilities (sum to 1 within `1e-4` relative; then renormalised), same
+    /// length as the teacher.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub student_probs: Option<Vec<f64>>,
     /// Student logits, same length as the teacher.
@@ -67,6 +69,11 @@ pub struct Response {
     /// Fitted students (with `fit`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fitted: Option<Fitted>,
+    /// The probability fields whose sum was off 1 within the tolerance (`1e-4`
+    /// relative) and which were divided by it before computing, each with its sum
+    /// (`api::renormalised`); absent when none was.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub renormalised: Vec<Renormalised>,
 }
 
 /// The `distill` entry.
@@ -158,6 +165,10 @@ impl Entry for Distill {
             reverse_kl,
             gradients,
             fitted,
+            renormalised: renormalised(&[
+                ("teacher_probs", request.teacher_probs.as_deref()),
+                ("student_probs", request.student_probs.as_deref()),
+            ]),
         })
     }
 }

@@ -4,6 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::renormalised::{Renormalised, renormalised};
 use super::{Entry, check_draws};
 use crate::error::{FieldError, Result, check};
 use crate::math::distill::kl_from_log_probs;
@@ -14,7 +15,8 @@ use crate::math::kl_regularized::Problem;
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Request {
-    /// `pi_ref(y)` over `K` responses (2 to 64); sums to 1, every entry `> 0`.
+    /// `pi_ref(y)` over `K` responses (2 to 64); sums to 1 (within `1e-4` relative,
+    /// then renormalised), every entry `> 0`.
     pub reference: Vec<f64>,
     /// `pi(y)`, the policy being trained; sums to 1, every entry `> 0`. Default: the
     /// reference (the start of training).
@@ -115,6 +117,11 @@ pub struct Response {
     /// The fit (absent without `fit`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fit: Option<FitResponse>,
+    /// The probability fields whose sum was off 1 within the tolerance (`1e-4`
+    /// relative) and which were divided by it before computing, each with its sum
+    /// (`api::renormalised`); absent when none was.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub renormalised: Vec<Renormalised>,
 }
 
 /// The `dpo` entry.
@@ -186,6 +193,10 @@ impl Entry for Dpo {
             implicit_rewards: setup.implicit_rewards(),
             batch,
             fit,
+            renormalised: renormalised(&[
+                ("reference", Some(&request.reference)),
+                ("policy", request.policy.as_deref()),
+            ]),
         })
     }
 }

@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::renormalised::{Renormalised, renormalised};
 use super::{Entry, categorical_work, check_draws, check_work};
 use crate::error::{Result, check};
 use crate::math::bandit::mean_and_sample_variance;
@@ -12,9 +13,9 @@ use crate::math::importance::{self, Problem};
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Request {
-    /// Behaviour policy over `K` actions; sums to 1.
+    /// Behaviour policy over `K` actions; sums to 1 (within `1e-4` relative, then renormalised).
     pub mu: Vec<f64>,
-    /// Target policy over the same actions; sums to 1; zero wherever `mu` is zero.
+    /// Target policy over the same actions; sums to 1 (within `1e-4` relative, then renormalised); zero wherever `mu` is zero.
     pub pi: Vec<f64>,
     /// `f(a)` per action (for example its success rate).
     pub values: Vec<f64>,
@@ -57,6 +58,11 @@ pub struct Response {
     pub weights: Vec<f64>,
     /// Exact variance of one ordinary estimate, `Var_mu[w f] / N`.
     pub variance_ordinary_theory: f64,
+    /// The probability fields whose sum was off 1 within the tolerance (`1e-4`
+    /// relative) and which were divided by it before computing, each with its sum
+    /// (`api::renormalised`); absent when none was.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub renormalised: Vec<Renormalised>,
 }
 
 /// The `importance-sampling` entry.
@@ -75,6 +81,8 @@ pub struct Plan {
     pub self_normalized: bool,
     /// Seed.
     pub seed: u64,
+    /// The request's renormalised fields.
+    pub renormalised: Vec<Renormalised>,
 }
 
 /// Validates `request`.
@@ -95,6 +103,7 @@ pub fn plan(request: &Request) -> Result<Plan> {
         estimates: request.estimates,
         self_normalized: request.self_normalized,
         seed: request.seed,
+        renormalised: renormalised(&[("mu", Some(&request.mu)), ("pi", Some(&request.pi))]),
     })
 }
 
@@ -120,6 +129,7 @@ pub fn respond(plan: &Plan, replicates: &[importance::Replicate]) -> Response {
         ess: mean_and_sample_variance(&ess_values).0,
         weights: plan.problem.weights(),
         variance_ordinary_theory: plan.problem.ordinary_variance(plan.samples),
+        renormalised: plan.renormalised.clone(),
     }
 }
 

@@ -4,6 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::renormalised::{Renormalised, renormalised};
 use super::{Entry, categorical_work, check_draws, check_work};
 use crate::error::{Result, check};
 use crate::math::kl_estimation::{self, Problem, quantile};
@@ -13,9 +14,9 @@ use crate::math::kl_estimation::{self, Problem, quantile};
 #[serde(deny_unknown_fields)]
 pub struct Request {
     /// `pi(a)`, the policy the samples come from (the one being trained), over at most
-    /// 4096 actions; sums to 1.
+    /// 4096 actions; sums to 1 (within `1e-4` relative, then renormalised).
     pub policy: Vec<f64>,
-    /// `pi_ref(a)` over the same actions; sums to 1; positive wherever `policy` is.
+    /// `pi_ref(a)` over the same actions; sums to 1 (within `1e-4` relative, then renormalised); positive wherever `policy` is.
     pub reference: Vec<f64>,
     /// Samples per estimate, `N >= 1`. Default 16.
     #[serde(default = "default_samples")]
@@ -67,6 +68,11 @@ pub struct Response {
     pub k1_negative_share: f64,
     /// `sum pi_ref` over actions `pi` never takes: k3's bias (0 when `pi` covers `pi_ref`).
     pub reference_mass_outside_policy: f64,
+    /// The probability fields whose sum was off 1 within the tolerance (`1e-4`
+    /// relative) and which were divided by it before computing, each with its sum
+    /// (`api::renormalised`); absent when none was.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub renormalised: Vec<Renormalised>,
 }
 
 /// A validated request.
@@ -80,6 +86,8 @@ pub struct Plan {
     pub replicates: usize,
     /// Seed.
     pub seed: u64,
+    /// The request's renormalised fields.
+    pub renormalised: Vec<Renormalised>,
 }
 
 /// Validates `request`.
@@ -103,6 +111,10 @@ pub fn plan(request: &Request) -> Result<Plan> {
         samples: request.samples,
         replicates: request.replicates,
         seed: request.seed,
+        renormalised: renormalised(&[
+            ("policy", Some(&request.policy)),
+            ("reference", Some(&request.reference)),
+        ]),
     })
 }
 
@@ -132,6 +144,7 @@ pub fn respond(plan: &Plan, estimates: &[[f64; 3]]) -> Response {
         k3: summary(2),
         k1_negative_share: negative as f64 / estimates.len().max(1) as f64,
         reference_mass_outside_policy: plan.problem.reference_mass_outside_policy(),
+        renormalised: plan.renormalised.clone(),
     }
 }
 

@@ -4,6 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::renormalised::{Renormalised, renormalised};
 use super::{Entry, check_work, units, work};
 use crate::error::{Result, check};
 use crate::math::kl_regularized::{Optimum, Problem};
@@ -12,7 +13,8 @@ use crate::math::kl_regularized::{Optimum, Problem};
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Request {
-    /// `pi_ref(y)` over `K` responses; sums to 1.
+    /// `pi_ref(y)` over `K` responses; sums to 1 (within `1e-4` relative, then
+    /// renormalised).
     pub reference: Vec<f64>,
     /// `r(y)`, one finite reward per response.
     pub rewards: Vec<f64>,
@@ -88,6 +90,11 @@ pub struct Response {
     pub best_reachable_reward: f64,
     /// Reward and KL of the optimum over the frontier's `beta` values.
     pub frontier: Vec<FrontierPoint>,
+    /// The probability fields whose sum was off 1 within the tolerance (`1e-4`
+    /// relative) and which were divided by it before computing, each with its sum
+    /// (`api::renormalised`); absent when none was.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub renormalised: Vec<Renormalised>,
 }
 
 /// The `kl-regularized-optimum` entry.
@@ -135,6 +142,7 @@ impl Entry for KlRegularizedOptimum {
             best_reachable_reward: problem.best_reachable_reward(),
             frontier: frontier.iter().map(point).collect(),
             policy: optimum.policy,
+            renormalised: renormalised(&[("reference", Some(&request.reference))]),
         })
     }
 }

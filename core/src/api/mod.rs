@@ -51,6 +51,7 @@ pub mod lag_filter;
 pub mod mixed_group;
 pub mod pass_at_k;
 pub mod policy_loss;
+pub mod renormalised;
 pub mod rollout_budget;
 pub mod shaping;
 

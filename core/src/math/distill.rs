@@ -34,9 +34,9 @@ pub fn log_probs_from_logits(field: &str, logits: &[f64]) -> Result<Vec<f64>> {
 }
 
 /// Log-probabilities (`-inf` for zeros) of a distribution given as probabilities that
-/// sum to 1 within `1e-6` (field `field`).
+/// sum to 1 within `1e-4` relative, divided by their sum (field `field`).
 pub fn log_probs_from_probs(field: &str, probs: &[f64]) -> Result<Vec<f64>> {
-    check::distribution(field, probs)?;
+    let probs = check::distribution(field, probs)?;
     Ok(probs.iter().map(|p| p.ln()).collect())
 }
 

@@ -109,7 +109,7 @@ pub struct Setup {
 fn strictly_positive_distribution(field: &str, probs: &[f64]) -> Result<Vec<f64>> {
     check::count(&format!("{field} (length)"), probs.len(), 2, MAX_RESPONSES)
         .map_err(|e| FieldError::new(field, e.message))?;
-    check::distribution(field, probs)?;
+    let probs = check::distribution(field, probs)?;
     if let Some(i) = probs.iter().position(|&p| p <= 0.0) {
         return Err(FieldError::new(
             format!("{field}[{i}]"),

@@ -15,7 +15,8 @@
 //! ## Design
 //! - A support violation is an error naming `pi[i]`, not a silent bias: the estimator
 //!   cannot see actions `mu` never takes.
-//! - `mu` and `pi` must each sum to 1 within `1e-6`; weights and `|f|` are capped at
+//! - `mu` and `pi` must each sum to 1 within `1e-4` relative and are divided by their
+//!   sums (`check::distribution`); weights and `|f|` are capped at
 //!   `1e12` so every reported number stays finite.
 
 use crate::error::{FieldError, Result, check};
@@ -38,9 +39,9 @@ pub struct Problem {
 impl Problem {
     /// Checks shapes, probabilities and support (fields `mu`, `pi`, `values`).
     pub fn new(mu: Vec<f64>, pi: Vec<f64>, values: Vec<f64>) -> Result<Self> {
-        check::distribution("mu", &mu)?;
+        let mu = check::into_distribution("mu", mu)?;
         check::same_len("pi", pi.len(), "mu", mu.len())?;
-        check::distribution("pi", &pi)?;
+        let pi = check::into_distribution("pi", pi)?;
         check::same_len("values", values.len(), "mu", mu.len())?;
         for (a, &v) in values.iter().enumerate() {
             check::in_range(&format!("values[{a}]"), v, -MAX_MAGNITUDE, MAX_MAGNITUDE)?;

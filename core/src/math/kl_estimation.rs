@@ -57,7 +57,7 @@ impl Problem {
     /// [`MAX_ACTIONS`]) and the support: `pi_ref(a) > 0` wherever `pi(a) > 0`, else
     /// the KL is infinite (field `reference[a]`).
     pub fn new(policy: &[f64], reference: &[f64]) -> Result<Self> {
-        check::distribution("policy", policy)?;
+        let policy = &check::distribution("policy", policy)?[..];
         if policy.len() > MAX_ACTIONS {
             return Err(FieldError::new(
                 "policy",
@@ -65,7 +65,7 @@ impl Problem {
             ));
         }
         check::same_len("reference", reference.len(), "policy", policy.len())?;
-        check::distribution("reference", reference)?;
+        let reference = &check::distribution("reference", reference)?[..];
         if let Some(a) = (0..policy.len()).find(|&a| policy[a] > 0.0 && reference[a] == 0.0) {
             return Err(FieldError::new(
                 format!("reference[{a}]"),
