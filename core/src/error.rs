@@ -163,7 +163,7 @@ pub mod check {
             return Err(FieldError::new(
                 field,
                 format!(
-                    "must sum to 1 (within {SUM_TOLERANCE} relative, then renormalised), sums to {total}"
+                    "must sum to 1 (within {SUM_TOLERANCE:e}; a sum that near is renormalised), sums to {total}"
                 ),
             ));
         }
