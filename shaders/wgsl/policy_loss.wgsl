@@ -19,7 +19,7 @@ struct Params {
     objective: u32,
     // 0 token, 1 sequence.
     ratio_level: u32,
-    // 0 k1, 1 k2, 2 k3.
+    // 0 k1, 1 k2, 2 k3, 3 abs.
     kl_estimator: u32,
     kl_clamp: u32,
     has_dual: u32,
@@ -89,6 +89,10 @@ fn kl_point(x: f32) -> vec2<f32> {
     }
     if params.kl_estimator == 1u {
         return vec2<f32>(0.5 * x * x, x);
+    }
+    if params.kl_estimator == 3u {
+        // verl's `abs`: |x|, slope sign(x) (0 at 0, as PyTorch's).
+        return vec2<f32>(abs(x), sign(x));
     }
     var y = -x;
     var slope_live = true;

@@ -202,6 +202,8 @@ def verl_kl(logp, ref, kind):
     if kind in ("low_var_kl", "k3"):
         x = np.clip(ref - logp, -20, 20)
         return np.clip(np.exp(x) - x - 1, -10, 10)
+    if kind == "abs":
+        return np.abs(logp - ref)
     raise ValueError(kind)
 
 
@@ -308,7 +310,7 @@ def kl_cases():
     logp = list(-RNG.uniform(0.01, 4.0, size=9))
     ref = list(-RNG.uniform(0.01, 4.0, size=9))
     ref[0], logp[1] = -30.0, -40.0  # exercise both verl clamps
-    for kind, ours in (("kl", "k1"), ("mse", "k2"), ("low_var_kl", "k3")):
+    for kind, ours in (("kl", "k1"), ("mse", "k2"), ("low_var_kl", "k3"), ("abs", "abs")):
         vals = verl_kl(np.array(logp), np.array(ref), kind)
         write(f"verl_kl_{ours}", "kl", "verl kl_penalty " + kind,
               {"logp": logp, "ref_logp": ref, "estimator": kind, "clamp": True},

@@ -14,7 +14,8 @@ pub struct Request {
     pub logp: Vec<f64>,
     /// Log-probabilities of the same tokens under the reference policy, same length.
     pub ref_logp: Vec<f64>,
-    /// `k1` (alias `kl`), `k2` (alias `mse`) or `k3` (default; alias `low_var_kl`).
+    /// `k1` (alias `kl`), `k2` (alias `mse`), `k3` (default; alias `low_var_kl`) or
+    /// `abs` (verl's `|logp - ref_logp|`).
     #[serde(default)]
     pub estimator: KlEstimator,
     /// Apply verl's `low_var_kl` clamps to k3 (log ratio to [-20, 20], value to

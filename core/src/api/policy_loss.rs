@@ -60,7 +60,8 @@ pub struct Request {
     /// KL coefficient `>= 0`. Default 0.
     #[serde(default)]
     pub beta: f64,
-    /// `k1`, `k2` or `k3` (default; aliases `kl`, `mse`, `low_var_kl`).
+    /// `k1`, `k2`, `k3` (default; aliases `kl`, `mse`, `low_var_kl`) or `abs` (verl's
+    /// `|logp - ref_logp|`).
     #[serde(default)]
     pub kl_estimator: KlEstimator,
     /// Apply verl's `low_var_kl` clamps to k3. Default false.

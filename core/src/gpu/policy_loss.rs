@@ -163,6 +163,7 @@ pub async fn policy_loss_chunked(
             KlEstimator::K1 => 0,
             KlEstimator::K2 => 1,
             KlEstimator::K3 => 2,
+            KlEstimator::Abs => 3,
         },
         u32::from(config.kl_clamp),
         u32::from(config.clip.dual_clip.is_some()),

@@ -6,6 +6,7 @@
 //! k1 = x                      unbiased, can be negative, high variance
 //! k2 = x^2 / 2                biased, always >= 0, low variance
 //! k3 = exp(-x) - (-x) - 1     unbiased, always >= 0, low variance
+//! abs = |x|                   biased, always >= 0 (verl's `abs`; slope sign(x), 0 at x = 0)
 //! ```
 //!
 //! Source: J. Schulman, "Approximating KL Divergence" (2020 blog post). `k3` is the one
@@ -32,6 +33,9 @@ pub enum KlEstimator {
     #[default]
     #[serde(rename = "k3", alias = "low_var_kl", alias = "low-var-kl")]
     K3,
+    /// `|logp - ref_logp|` (verl `kl_penalty = "abs"`).
+    #[serde(rename = "abs")]
+    Abs,
 }
 
 /// Bounds of verl's `low_var_kl` clamps.
@@ -59,6 +63,11 @@ pub fn kl_point(logp: f64, ref_logp: f64, estimator: KlEstimator, clamp: bool) -
         KlEstimator::K2 => KlPoint {
             value: 0.5 * x * x,
             d_value_d_logp: x,
+        },
+        KlEstimator::Abs => KlPoint {
+            value: x.abs(),
+            // PyTorch's (and verl's) slope of |x|: sign(x), 0 at 0.
+            d_value_d_logp: if x == 0.0 { 0.0 } else { x.signum() },
         },
         KlEstimator::K3 => {
             // In terms of y = log(pi_ref / pi) = -x: k3 = e^y - y - 1, dk3/dy = e^y - 1,
@@ -149,6 +158,14 @@ mod tests {
         let ln2 = 2f64.ln();
         assert!((kl_point(lp, lr, KlEstimator::K1, false).value - ln2).abs() < 1e-15);
         assert!((kl_point(lp, lr, KlEstimator::K2, false).value - 0.5 * ln2 * ln2).abs() < 1e-15);
+        let abs = kl_point(lp, lr, KlEstimator::Abs, false);
+        assert!((abs.value - ln2).abs() < 1e-15);
+        assert_eq!(abs.d_value_d_logp, (lp - lr).signum());
+        assert_eq!(
+            kl_point(lr, lr, KlEstimator::Abs, false).d_value_d_logp,
+            0.0
+        );
+        assert_eq!(kl_point(lr, lp, KlEstimator::Abs, true).value, abs.value);
         assert!((kl_point(lp, lr, KlEstimator::K3, false).value - (0.5 + ln2 - 1.0)).abs() < 1e-15);
     }
 
@@ -180,6 +197,8 @@ mod tests {
             prop_assert!((expectation(&p, &q, KlEstimator::K1) - exact).abs() < 1e-12);
             prop_assert!((expectation(&p, &q, KlEstimator::K3) - exact).abs() < 1e-12);
             prop_assert!(expectation(&p, &q, KlEstimator::K2) >= 0.0);
+            // Jensen: E|x| >= |E x| = KL, so `abs` is biased upward.
+            prop_assert!(expectation(&p, &q, KlEstimator::Abs) >= exact - 1e-12);
         }
 
         #[test]
@@ -190,7 +209,10 @@ mod tests {
         #[test]
         fn slopes_match_finite_differences(lp in -8.0f64..-0.01, lr in -8.0f64..0.0) {
             let h = 1e-6;
-            for est in [KlEstimator::K1, KlEstimator::K2, KlEstimator::K3] {
+            for est in [KlEstimator::K1, KlEstimator::K2, KlEstimator::K3, KlEstimator::Abs] {
+                if est == KlEstimator::Abs && (lp - lr).abs() < 1e-5 {
+                    continue; // the kink of |x|
+                }
                 let fd = (kl_point(lp + h, lr, est, false).value - kl_point(lp - h, lr, est, false).value) / (2.0 * h);
                 let got = kl_point(lp, lr, est, false).d_value_d_logp;
                 prop_assert!((got - fd).abs() < 1e-5 * (1.0 + got.abs()));

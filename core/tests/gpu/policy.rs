@@ -151,8 +151,13 @@ fn policy_loss_matches_cpu_across_objectives_reductions_and_kl() {
             for ratio_level in [RatioLevel::Token, RatioLevel::Sequence] {
                 for (r, &reduction) in REDUCTIONS.iter().enumerate() {
                     case += 1;
-                    let kl_estimator =
-                        [KlEstimator::K1, KlEstimator::K2, KlEstimator::K3][case % 3];
+                    // Every estimator meets cases with and without a reference.
+                    let kl_estimator = [
+                        KlEstimator::K1,
+                        KlEstimator::K2,
+                        KlEstimator::K3,
+                        KlEstimator::Abs,
+                    ][(case / 2) % 4];
                     let per_token = case % 2 == 0;
                     let input = PolicyLossInput {
                         logp: &batch.logp,

@@ -213,7 +213,7 @@ pub struct GrpoConfig {
     pub leave_one_out: bool,
     /// KL coefficient `beta >= 0`. Default 0 (no reference model is kept).
     pub kl_beta: f64,
-    /// KL estimator `k1`, `k2`, `k3`. Default `k3`. How the three spread against the
+    /// KL estimator `k1`, `k2`, `k3` or `abs` (verl's `|logp - ref_logp|`). Default `k3`. How the three spread against the
     /// true KL: the notebook's figure `kl-estimators` (chapter `kl-objective`).
     pub kl_estimator: KlEstimator,
     /// Copy the policy into the reference every this many steps (0 = frozen at the

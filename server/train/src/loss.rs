@@ -85,6 +85,7 @@ pub fn kl_per_token(logp: Tensor<2>, ref_logp: Tensor<2>, estimator: KlEstimator
     match estimator {
         KlEstimator::K1 => logp - ref_logp,
         KlEstimator::K2 => (logp - ref_logp).square().mul_scalar(0.5),
+        KlEstimator::Abs => (logp - ref_logp).abs(),
         KlEstimator::K3 => {
             let d = ref_logp - logp;
             d.clone().exp() - d - 1.0
@@ -291,9 +292,14 @@ mod tests {
 
     #[test]
     fn burn_kl_terms_equal_the_core_kl_for_every_estimator() {
-        for (seed, estimator) in [KlEstimator::K1, KlEstimator::K2, KlEstimator::K3]
-            .into_iter()
-            .enumerate()
+        for (seed, estimator) in [
+            KlEstimator::K1,
+            KlEstimator::K2,
+            KlEstimator::K3,
+            KlEstimator::Abs,
+        ]
+        .into_iter()
+        .enumerate()
         {
             check(20 + seed as u64, Reduction::TokenMean, None, 0.1, estimator);
             check(
