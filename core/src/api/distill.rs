@@ -69,9 +69,8 @@ pub struct Response {
     /// Fitted students (with `fit`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fitted: Option<Fitted>,
-    /// The probability fields whose sum was off 1 within the tolerance (`1e-4`
-    /// relative) and which were divided by it before computing, each with its sum
-    /// (`api::renormalised`); absent when none was.
+    /// The probability fields divided by their sum before computing
+    /// ([`super::renormalised`]); absent when none was.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub renormalised: Vec<Renormalised>,
 }

@@ -117,9 +117,8 @@ pub struct Response {
     /// The fit (absent without `fit`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fit: Option<FitResponse>,
-    /// The probability fields whose sum was off 1 within the tolerance (`1e-4`
-    /// relative) and which were divided by it before computing, each with its sum
-    /// (`api::renormalised`); absent when none was.
+    /// The probability fields divided by their sum before computing
+    /// ([`super::renormalised`]); absent when none was.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub renormalised: Vec<Renormalised>,
 }

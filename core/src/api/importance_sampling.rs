@@ -13,9 +13,11 @@ use crate::math::importance::{self, Problem};
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Request {
-    /// Behaviour policy over `K` actions; sums to 1 (within `1e-4` relative, then renormalised).
+    /// Behaviour policy over `K` actions; sums to 1 (within `1e-4` relative, then
+    /// renormalised).
     pub mu: Vec<f64>,
-    /// Target policy over the same actions; sums to 1 (within `1e-4` relative, then renormalised); zero wherever `mu` is zero.
+    /// Target policy over the same actions; sums to 1 (within `1e-4` relative, then
+    /// renormalised); zero wherever `mu` is zero.
     pub pi: Vec<f64>,
     /// `f(a)` per action (for example its success rate).
     pub values: Vec<f64>,
@@ -58,9 +60,8 @@ pub struct Response {
     pub weights: Vec<f64>,
     /// Exact variance of one ordinary estimate, `Var_mu[w f] / N`.
     pub variance_ordinary_theory: f64,
-    /// The probability fields whose sum was off 1 within the tolerance (`1e-4`
-    /// relative) and which were divided by it before computing, each with its sum
-    /// (`api::renormalised`); absent when none was.
+    /// The probability fields divided by their sum before computing
+    /// ([`super::renormalised`]); absent when none was.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub renormalised: Vec<Renormalised>,
 }

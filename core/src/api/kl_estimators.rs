@@ -16,7 +16,8 @@ pub struct Request {
     /// `pi(a)`, the policy the samples come from (the one being trained), over at most
     /// 4096 actions; sums to 1 (within `1e-4` relative, then renormalised).
     pub policy: Vec<f64>,
-    /// `pi_ref(a)` over the same actions; sums to 1 (within `1e-4` relative, then renormalised); positive wherever `policy` is.
+    /// `pi_ref(a)` over the same actions; sums to 1 (within `1e-4` relative, then
+    /// renormalised); positive wherever `policy` is.
     pub reference: Vec<f64>,
     /// Samples per estimate, `N >= 1`. Default 16.
     #[serde(default = "default_samples")]
@@ -68,9 +69,8 @@ pub struct Response {
     pub k1_negative_share: f64,
     /// `sum pi_ref` over actions `pi` never takes: k3's bias (0 when `pi` covers `pi_ref`).
     pub reference_mass_outside_policy: f64,
-    /// The probability fields whose sum was off 1 within the tolerance (`1e-4`
-    /// relative) and which were divided by it before computing, each with its sum
-    /// (`api::renormalised`); absent when none was.
+    /// The probability fields divided by their sum before computing
+    /// ([`super::renormalised`]); absent when none was.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub renormalised: Vec<Renormalised>,
 }

@@ -90,9 +90,8 @@ pub struct Response {
     pub best_reachable_reward: f64,
     /// Reward and KL of the optimum over the frontier's `beta` values.
     pub frontier: Vec<FrontierPoint>,
-    /// The probability fields whose sum was off 1 within the tolerance (`1e-4`
-    /// relative) and which were divided by it before computing, each with its sum
-    /// (`api::renormalised`); absent when none was.
+    /// The probability fields divided by their sum before computing
+    /// ([`super::renormalised`]); absent when none was.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub renormalised: Vec<Renormalised>,
 }

@@ -57,7 +57,7 @@ impl Problem {
     /// [`MAX_ACTIONS`]) and the support: `pi_ref(a) > 0` wherever `pi(a) > 0`, else
     /// the KL is infinite (field `reference[a]`).
     pub fn new(policy: &[f64], reference: &[f64]) -> Result<Self> {
-        let policy = &check::distribution("policy", policy)?[..];
+        let policy = check::distribution("policy", policy)?;
         if policy.len() > MAX_ACTIONS {
             return Err(FieldError::new(
                 "policy",
@@ -65,7 +65,7 @@ impl Problem {
             ));
         }
         check::same_len("reference", reference.len(), "policy", policy.len())?;
-        let reference = &check::distribution("reference", reference)?[..];
+        let reference = check::distribution("reference", reference)?;
         if let Some(a) = (0..policy.len()).find(|&a| policy[a] > 0.0 && reference[a] == 0.0) {
             return Err(FieldError::new(
                 format!("reference[{a}]"),
@@ -77,7 +77,7 @@ impl Problem {
         }
         let values = policy
             .iter()
-            .zip(reference)
+            .zip(&reference)
             .map(|(&p, &r)| {
                 if p > 0.0 {
                     ESTIMATORS.map(|e| kl_point(p.ln(), r.ln(), e, false).value)
@@ -109,8 +109,8 @@ impl Problem {
             .collect();
         let last_possible = policy.iter().rposition(|&p| p > 0.0).unwrap_or(0);
         Ok(Self {
-            policy: policy.to_vec(),
-            reference: reference.to_vec(),
+            policy,
+            reference,
             values,
             cumulative,
             last_possible,

@@ -104,6 +104,24 @@ struct Episode {
     observations: Vec<Vec<u32>>,
 }
 
+impl Episode {
+    /// Random tokens: a prompt of `prompt`, and `turns - 1` tool results of
+    /// `observation_tokens`.
+    fn random(
+        rng: &mut RandomStream,
+        prompt: usize,
+        turns: usize,
+        observation_tokens: usize,
+    ) -> Self {
+        Self {
+            prompt: random_tokens(rng, prompt),
+            observations: (1..turns)
+                .map(|_| random_tokens(rng, observation_tokens))
+                .collect(),
+        }
+    }
+}
+
 fn random_tokens(rng: &mut RandomStream, count: usize) -> Vec<u32> {
     let v = vocab() as u32;
     (0..count).map(|_| 6 + rng.below(v - 6)).collect()
@@ -292,11 +310,13 @@ pub fn run(config: &ModelConfig, workload: &Workload, device: &Device) -> anyhow
         }
     }
     let episodes: Vec<Episode> = (0..workload.rows)
-        .map(|_| Episode {
-            prompt: random_tokens(&mut rng, workload.prompt),
-            observations: (1..workload.turns)
-                .map(|_| random_tokens(&mut rng, workload.observation_tokens))
-                .collect(),
+        .map(|_| {
+            Episode::random(
+                &mut rng,
+                workload.prompt,
+                workload.turns,
+                workload.observation_tokens,
+            )
         })
         .collect();
     let mut best_multi_turn = f64::INFINITY;
@@ -365,12 +385,8 @@ mod tests {
         };
         let policy = PolicyModel::new(&config, vocab(), &device);
         let mut rng = RandomStream::new(5, 0);
-        let episodes: Vec<Episode> = (0..3)
-            .map(|_| Episode {
-                prompt: random_tokens(&mut rng, 7),
-                observations: (0..2).map(|_| random_tokens(&mut rng, 4)).collect(),
-            })
-            .collect();
+        // Three turns: two tool results of four tokens.
+        let episodes: Vec<Episode> = (0..3).map(|_| Episode::random(&mut rng, 7, 3, 4)).collect();
         let cached = multi_turn_episodes(&policy, &episodes, 3, &device).expect("episodes");
         assert_eq!(cached, reprefilled(&policy, &episodes, 3, &device));
         // Prompt, three turns of three tokens, two tool results of four.

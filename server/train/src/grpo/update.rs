@@ -275,7 +275,7 @@ fn minibatch_step(
         temperature: g.temperature,
     };
     // Each microbatch's forward and backward, on every core (see `crate::replicas`).
-    let (grads, queued) = accumulate_in_parallel(
+    let (mut grads, queued) = accumulate_in_parallel(
         &trainer.model,
         &spans,
         rollout_threads(&trainer.plain),
@@ -324,7 +324,6 @@ fn minibatch_step(
             preflight::check_ratio(max_ratio_deviation)?;
         }
     }
-    let mut grads = grads;
     let norm = clip_global_norm(&trainer.model, &mut grads, g.grad_clip)?;
     stats.grad_norms.push(norm);
     trainer.model = trainer.optim.step(lr, trainer.model.clone(), grads);
