@@ -94,7 +94,7 @@ fn main() {
         for chunk in chunks {
             let ms = best_ms(|| {
                 gpu::block_on(gpu::policy_loss::policy_loss_chunked(
-                    &ctx, &input, &config, chunk,
+                    &ctx, &input, &config, None, chunk,
                 ))
             });
             // The kernel part alone: host packing and unpacking do not depend on it.

@@ -454,6 +454,298 @@ def verl_policy_cases():
               f"verl compute_policy_loss_{mode} + agg_loss({agg}) + kl_penalty({kl_type})", req, expected)
 
 
+# ------------------------------------------- library conventions (names, edge cases)
+#
+# Fuller restatements of the two code paths, for requests written with each library's
+# own option names: empty completions, sequence-level metrics, verl's clamps, the
+# forced reductions, clip-fraction counting, importance weights and masks.
+
+def trl_compute_loss(logp, old, ref, adv, mask, loss_type, epsilon=0.2, epsilon_high=None,
+                     beta=0.0, level="token", delta=None, max_completion_length=512,
+                     tau_pos=1.0, tau_neg=1.05, is_ratio=None, off_policy_mask=None):
+    """GRPOTrainer._compute_loss; adv (B,), is_ratio (B,T) or (B,1), off_policy_mask (B,1)."""
+    eps_low = epsilon
+    eps_high = epsilon if epsilon_high is None else epsilon_high
+    a = adv[:, None]
+    log_ratio = logp - old
+    if level == "token":
+        log_w = log_ratio
+    else:
+        log_w = ((log_ratio * mask).sum(-1) / np.maximum(mask.sum(-1), 1.0))[:, None]
+    coef_1 = np.exp(log_w)
+    kl = trl_k3(logp, ref) if beta != 0.0 else np.zeros_like(mask)
+    if loss_type == "cispo":
+        per_token = -np.minimum(coef_1, eps_high) * a * logp
+    elif loss_type == "sapo":
+        tau = np.where(a > 0, tau_pos, tau_neg)
+        per_token = -(sigmoid(tau * (coef_1 - 1.0)) * 4.0 / tau) * a
+    else:
+        coef_2 = np.clip(coef_1, 1 - eps_low, 1 + eps_high)
+        c1 = np.minimum(coef_1, delta) if delta is not None else coef_1
+        per_token = -np.minimum(c1 * a, coef_2 * a)
+    per_token = per_token * np.ones_like(mask)
+    if off_policy_mask is not None:
+        per_token = per_token * off_policy_mask
+    if is_ratio is not None:
+        per_token = per_token * is_ratio
+    per_token = per_token + beta * kl if beta != 0.0 else per_token
+
+    def reduce(x):
+        if loss_type in ("grpo", "sapo"):
+            return ((x * mask).sum(-1) / np.maximum(mask.sum(-1), 1.0)).mean()
+        if loss_type == "bnpo":
+            return (x * mask).sum() / max(mask.sum(), 1.0)
+        if loss_type == "dr_grpo":
+            return (x * mask).sum() / (x.shape[0] * max_completion_length)
+        if loss_type in ("cispo", "dapo"):
+            return (x * mask).sum() / max(mask.sum(), 1.0)
+        if loss_type == "luspo":
+            return (x * mask.sum(1, keepdims=True)).mean()
+        raise ValueError(loss_type)
+
+    if loss_type == "luspo":
+        # per_token_loss is (B, 1) at sequence level: one value per row.
+        row = per_token[:, :1]
+        loss = (row * mask.sum(1, keepdims=True)).mean()
+    else:
+        loss = reduce(per_token)
+
+    def global_masked_mean(x):
+        if x.shape[1] == 1:
+            return float(x.sum() / max(x.shape[0], 1))
+        return float((x * mask).sum() / max(mask.sum(), 1.0))
+
+    metrics = {}
+    if loss_type in ("grpo", "bnpo", "dr_grpo", "dapo", "luspo"):
+        low = ((coef_1 < 1 - eps_low) & (a < 0)).astype(float)
+        high = ((coef_1 > 1 + eps_high) & (a > 0)).astype(float)
+        metrics = {"low": global_masked_mean(low), "high": global_masked_mean(high),
+                   "total": global_masked_mean(np.maximum(low, high))}
+    elif loss_type == "cispo":
+        metrics = {"high": global_masked_mean(((coef_1 > eps_high) & (a > 0)).astype(float))}
+    else:
+        metrics = {"low": 0.0, "high": 0.0, "total": 0.0}
+    return float(loss), metrics
+
+
+def trl_vllm_is_ratio(old, sampling, mask, mode, clip_min=None, clip_max=3.0):
+    diff = (old - sampling) * mask
+    if mode in ("sequence_mask", "sequence_truncate"):
+        diff = diff.sum(-1, keepdims=True)
+    ratio = np.exp(diff)
+    if mode.endswith("truncate"):
+        lo = -np.inf if clip_min is None else clip_min
+        return np.clip(ratio, lo, clip_max)
+    lo = -np.inf if clip_min is None else clip_min
+    hi = np.inf if clip_max is None else clip_max
+    return np.where((ratio < lo) | (ratio > hi), 0.0, ratio)
+
+
+def trl_off_policy_mask(adv, logp, sampling, mask, threshold):
+    kl_div = sampling - logp
+    avg = (kl_div * mask).sum(1, keepdims=True) / np.maximum(mask.sum(1, keepdims=True), 1.0)
+    return ((adv[:, None] >= 0) | (avg <= threshold)).astype(float)
+
+
+def verl_masked_mean(x, mask):
+    return float((x * mask).sum() / (mask.sum() + 1e-8))
+
+
+def verl_agg_exact(mat, mask, mode, loss_scale_factor=None):
+    """agg_loss as written, with its 1e-8 guard on row lengths."""
+    if mode == "seq-mean-token-mean":
+        count = mask.sum(-1)
+        seq = (mat * mask).sum(-1) / (count + 1e-8)
+        keep = (count > 0).astype(float)
+        return (seq * keep).sum() / keep.sum()
+    return verl_agg(mat, mask, mode, loss_scale_factor)
+
+
+def verl_actor_loss(logp, old, ref, adv, mask, loss_mode, loss_agg_mode, clip_ratio_low=0.2,
+                    clip_ratio_high=0.2, clip_ratio_c=3.0, kl_loss_coef=0.0, kl_loss_type="low_var_kl",
+                    tau_pos=1.0, tau_neg=1.05, rollout_is_weights=None):
+    """dp_actor's loss: policy_loss_fn(loss_mode) + kl_loss_coef * agg_loss(kl_penalty)."""
+    neg_kl = logp - old
+    metrics = {}
+    pg_agg = loss_agg_mode
+    if loss_mode == "vanilla":
+        neg_kl = np.clip(neg_kl, -20.0, 20.0)
+        ratio = np.exp(neg_kl)
+        ppo_kl = verl_masked_mean(-neg_kl, mask)
+        l1 = -adv * ratio
+        l2 = -adv * np.clip(ratio, 1 - clip_ratio_low, 1 + clip_ratio_high)
+        clip1 = np.maximum(l1, l2)
+        clipfrac = verl_masked_mean((l2 > l1).astype(float), mask)
+        l3 = -adv * clip_ratio_c
+        clip2 = np.minimum(l3, clip1)
+        lower = verl_masked_mean(((clip1 > l3) & (adv < 0)).astype(float), mask)
+        losses = np.where(adv < 0, clip2, clip1)
+    elif loss_mode == "gspo":
+        lengths = np.maximum(mask.sum(-1), 1.0)
+        seq = (neg_kl * mask).sum(-1) / lengths
+        log_s = np.minimum(seq[:, None] * np.ones_like(mask), 10.0)
+        s = np.exp(log_s)
+        l1 = -adv * s
+        l2 = -adv * np.clip(s, 1 - clip_ratio_low, 1 + clip_ratio_high)
+        losses = np.maximum(l1, l2)
+        pg_agg = "seq-mean-token-mean"
+        clipfrac = verl_masked_mean((l2 > l1).astype(float), mask)
+        lower = 0.0
+        ppo_kl = verl_masked_mean(-(logp - old), mask)
+    elif loss_mode == "sapo":
+        neg_kl = np.clip(neg_kl, -20.0, 20.0)
+        ratio = np.exp(neg_kl)
+        tau = np.where(adv > 0, tau_pos, tau_neg)
+        losses = -(sigmoid(tau * (ratio - 1.0)) * 4.0 / tau) * adv
+        pg_agg = "seq-mean-token-mean"
+        clipfrac, lower = 0.0, 0.0
+        ppo_kl = verl_masked_mean(-neg_kl, mask)
+    elif loss_mode == "cispo":
+        neg_kl = np.clip(neg_kl, -20.0, 20.0)
+        ratio = np.exp(neg_kl)
+        ppo_kl = verl_masked_mean(-neg_kl, mask)
+        clipped = np.clip(ratio, 1 - clip_ratio_low, 1 + clip_ratio_high)
+        losses = -clipped * adv * logp
+        clipfrac = verl_masked_mean((ratio != clipped).astype(float), mask)
+        lower = 0.0
+    else:
+        raise ValueError(loss_mode)
+    if rollout_is_weights is not None:
+        losses = losses * rollout_is_weights
+    pg = verl_agg_exact(losses, mask, pg_agg)
+    kl = 0.0
+    if kl_loss_coef != 0.0:
+        kl = verl_agg_exact(verl_kl(logp, ref, kl_loss_type), mask, loss_agg_mode)
+    metrics = {"pg_clipfrac": clipfrac, "pg_clipfrac_lower": lower, "ppo_kl": ppo_kl}
+    return float(pg + kl_loss_coef * kl), float(pg), float(kl), metrics
+
+
+def convention_cases():
+    rng = np.random.default_rng(20261202)
+
+    def batch(lengths, spread):
+        logp = [list(-rng.uniform(0.05, 3.0, size=l)) for l in lengths]
+        old = [[min(0.0, x + rng.normal(0.0, spread)) for x in row] for row in logp]
+        ref = [[min(0.0, x + rng.normal(0.0, 0.5)) for x in row] for row in logp]
+        return logp, old, ref
+
+    trl_specs = [
+        ("grpo", "token", {"empty": True}),
+        ("grpo", "sequence", {"empty": True}),
+        ("dr_grpo", "token", {}),
+        ("bnpo", "token", {"delta": 1.8}),
+        ("cispo", "token", {"epsilon_high": 1.5}),
+        ("sapo", "token", {"empty": True}),
+        ("luspo", "sequence", {"empty": True}),
+        ("dapo", "token", {"vllm": "sequence_mask"}),
+        ("dapo", "token", {"vllm": "token_truncate", "clip_min": 0.5}),
+        ("grpo", "token", {"off_policy": 0.05}),
+    ]
+    for n, (loss_type, level, extra) in enumerate(trl_specs):
+        lengths = [int(x) for x in rng.integers(1, 7, size=6)]
+        if extra.get("empty"):
+            lengths[1] = 0
+        logp, old, ref = batch(lengths, 0.45)
+        adv = rng.normal(0, 1, size=len(lengths))
+        lp, mask = pad(logp)
+        ol, _ = pad(old)
+        rf, _ = pad(ref)
+        # TRL's luspo with beta > 0 averages the KL over padded positions too, which a
+        # ragged batch does not have; arlbook refuses that combination.
+        beta = 0.0 if loss_type == "luspo" else 0.04
+        req = ragged_request(logp, old, ref)
+        req.update({"advantages": list(adv), "loss_type": loss_type, "beta": beta,
+                    "epsilon": 0.2, "importance_sampling_level": level})
+        kwargs = {"epsilon": 0.2, "beta": beta, "level": level}
+        if loss_type == "cispo":
+            req["epsilon_high"] = kwargs["epsilon_high"] = extra["epsilon_high"]
+        else:
+            req["epsilon_high"] = kwargs["epsilon_high"] = 0.28
+        if "delta" in extra:
+            req["delta"] = kwargs["delta"] = extra["delta"]
+        if "vllm" in extra:
+            sampling = [[min(0.0, x + rng.normal(0.0, 0.6)) for x in row] for row in old]
+            sp, _ = pad(sampling)
+            req.update({"sampling_logp": sampling, "vllm_importance_sampling_mode": extra["vllm"]})
+            if "clip_min" in extra:
+                req["vllm_importance_sampling_clip_min"] = extra["clip_min"]
+            kwargs["is_ratio"] = trl_vllm_is_ratio(ol, sp, mask, extra["vllm"], extra.get("clip_min"))
+        if "off_policy" in extra:
+            req["off_policy_mask_threshold"] = extra["off_policy"]
+            kwargs["off_policy_mask"] = trl_off_policy_mask(adv, lp, ol, mask, extra["off_policy"])
+        loss, metrics = trl_compute_loss(lp, ol, rf, adv, mask, loss_type, **kwargs)
+        write(f"conv_trl_{n:02d}_{loss_type}_{level}", "policy-loss",
+              f"TRL GRPOTrainer._compute_loss loss_type={loss_type} level={level} {sorted(extra)}",
+              req, {"loss": loss, "clip_fraction": metrics, "convention": "trl"})
+
+    verl_specs = [
+        ("vanilla", "token-mean", {"extreme": True}),
+        ("vanilla", "seq-mean-token-mean", {"empty": True}),
+        ("gspo", "token-mean", {"extreme": True}),
+        ("cispo", "token-mean", {}),
+        ("sapo", "seq-mean-token-sum", {}),
+        ("vanilla", "seq-mean-token-sum", {"weights": True, "clip_ratio_c": 2.5}),
+    ]
+    for n, (mode, agg, extra) in enumerate(verl_specs):
+        lengths = [int(x) for x in rng.integers(1, 7, size=6)]
+        if extra.get("empty"):
+            lengths[3] = 0
+        logp, old, ref = batch(lengths, 0.8)
+        if extra.get("extreme"):
+            # log-ratios past verl's clamps: +-25 per token, a row whose mean passes 10.
+            old[0][0] = logp[0][0] - 25.0
+            old[2] = [x - 12.0 for x in logp[2]]
+            old[4][-1] = min(0.0, logp[4][-1] + 25.0)
+            logp[4][-1] = old[4][-1] - 25.0
+        lp, mask = pad(logp)
+        ol, _ = pad(old)
+        rf, _ = pad(ref)
+        adv = rng.normal(0, 1.2, size=len(lengths))
+        adv_tok = adv[:, None] * np.ones_like(mask)
+        coef = 0.02
+        req = ragged_request(logp, old, ref)
+        req.update({"advantages": list(adv), "loss_mode": mode, "loss_agg_mode": agg,
+                    "clip_ratio_low": 0.2, "clip_ratio_high": 0.3, "kl_loss_coef": coef,
+                    "kl_loss_type": "low_var_kl"})
+        kwargs = {"clip_ratio_low": 0.2, "clip_ratio_high": 0.3, "kl_loss_coef": coef}
+        if "clip_ratio_c" in extra:
+            req["clip_ratio_c"] = kwargs["clip_ratio_c"] = extra["clip_ratio_c"]
+        if extra.get("weights"):
+            w_rows = [list(rng.uniform(0.0, 2.0, size=l)) for l in lengths]
+            req["rollout_is_weights"] = w_rows
+            kwargs["rollout_is_weights"], _ = pad(w_rows, fill=0.0)
+        loss, pg, kl, m = verl_actor_loss(lp, ol, rf, adv_tok, mask, mode, agg, **kwargs)
+        expected = {"loss": loss, "pg_loss": pg, "kl": kl, "ppo_kl": m["ppo_kl"], "convention": "verl"}
+        if mode == "vanilla":
+            expected["clip_fraction"] = {"dual": m["pg_clipfrac_lower"]}
+            expected["clip_fraction_pg"] = m["pg_clipfrac"]
+        elif mode in ("cispo", "gspo", "sapo"):
+            expected["clip_fraction_pg"] = m["pg_clipfrac"]
+        write(f"conv_verl_{n:02d}_{mode}_{agg}", "policy-loss",
+              f"verl dp_actor: compute_policy_loss_{mode} + kl_loss_coef * agg_loss({agg})",
+              req, expected)
+
+    groups = [list(rng.uniform(0, 1, size=n)) for n in (3, 1, 4, 1, 2)]
+    write("conv_verl_adv_grpo_singletons", "group-advantages",
+          "verl compute_grpo_outcome_advantage with groups of one",
+          {"rewards": groups, "adv_estimator": "grpo"},
+          {"advantages": verl_grpo_advantages(groups), "convention": "verl"})
+    write("conv_verl_adv_grpo_unnormalised_singletons", "group-advantages",
+          "verl compute_grpo_outcome_advantage norm_adv_by_std_in_grpo=False, groups of one",
+          {"rewards": groups, "norm_adv_by_std_in_grpo": False},
+          {"advantages": verl_grpo_advantages(groups, norm=False), "convention": "verl"})
+    write("conv_verl_adv_rloo_singletons", "group-advantages",
+          "verl compute_rloo_outcome_advantage with groups of one",
+          {"rewards": groups, "adv_estimator": "rloo"},
+          {"advantages": verl_rloo_advantages(groups), "convention": "verl"})
+    equal = [list(rng.integers(0, 2, size=4).astype(float)) for _ in range(5)]
+    for scale in ("group", "batch", "none"):
+        write(f"conv_trl_adv_{scale}", "group-advantages", "TRL GRPOTrainer scale_rewards=" + scale,
+              {"rewards": equal, "scale_rewards": scale},
+              {"advantages": [list(map(float, r)) for r in trl_advantages(equal, scale)],
+               "convention": "trl"})
+
+
 def main():
     advantage_cases()
     kl_cases()
@@ -461,6 +753,7 @@ def main():
     gae_cases()
     trl_policy_cases()
     verl_policy_cases()
+    convention_cases()
     print("wrote", len(os.listdir(OUT)), "fixtures to", os.path.normpath(OUT))
 
 

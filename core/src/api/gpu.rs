@@ -17,6 +17,7 @@ use super::{
 };
 use crate::error::{FieldError, Result};
 use crate::gpu::{self, GpuContext, GpuError};
+use crate::math::convention::Convention;
 use crate::math::{advantage, policy_loss as loss_math};
 
 pub use super::GPU_ENTRIES;
@@ -126,19 +127,26 @@ async fn clip(request: Value, ctx: &GpuContext) -> Attempt {
 
 async fn advantages(request: Value, ctx: &GpuContext) -> Attempt {
     let request: group_advantages::Request = parse_request(request)?;
-    let options = group_advantages::options(&request);
+    let options = group_advantages::options(&request)?;
     advantage::validate_rewards(&request.rewards, &options)?;
+    let verl_singleton = options.convention == Convention::Verl
+        && request.rewards.iter_rows().any(|row| row.len() == 1);
+    if verl_singleton {
+        return Ok(Err(GpuError::Unsupported(
+            "verl's rule for a group of one".into(),
+        )));
+    }
     match gpu::advantage::group_advantages(ctx, &request.rewards, &options).await {
-        Ok(out) => to_value(&group_advantages::respond(out)).map(Ok),
+        Ok(out) => to_value(&group_advantages::respond(out, options.convention)).map(Ok),
         Err(e) => Ok(Err(e)),
     }
 }
 
 async fn loss(request: Value, ctx: &GpuContext) -> Attempt {
     let request: policy_loss::Request = parse_request(request)?;
-    let (input, config) = policy_loss::inputs(&request);
+    let (input, config, pg_scale) = policy_loss::inputs(&request)?;
     loss_math::validate(&input, &config)?;
-    match gpu::policy_loss::policy_loss(ctx, &input, &config).await {
+    match gpu::policy_loss::policy_loss_scaled(ctx, &input, &config, pg_scale.as_ref()).await {
         Ok(out) => to_value(&policy_loss::respond(out)).map(Ok),
         Err(e) => Ok(Err(e)),
     }
@@ -216,7 +224,7 @@ pub async fn compute_async(name: &str, request: Value, ctx: &GpuContext) -> Resu
                 backend: ComputedOn::Gpu,
             })
         }
-        Err(GpuError::TooLarge(reason)) => Ok(Computed {
+        Err(GpuError::TooLarge(reason) | GpuError::Unsupported(reason)) => Ok(Computed {
             response: super::compute(name, request)?,
             backend: ComputedOn::Cpu(reason),
         }),

@@ -6,13 +6,16 @@ use serde::{Deserialize, Serialize};
 use crate::Ragged;
 use crate::api::Entry;
 use crate::error::Result;
-use crate::math::clip::ClipWidths;
+use crate::math::convention::Convention;
 use crate::math::kl::KlEstimator;
 use crate::math::policy_loss::{
     ClipFraction, Objective, PolicyLoss, PolicyLossConfig, PolicyLossInput, RatioLevel,
-    TokenAdvantages, policy_loss,
+    TokenAdvantages, policy_loss_scaled,
 };
 use crate::math::reduction::Reduction;
+
+pub mod library_names;
+use library_names::{TrlIsMode, TrlLossType, VerlAggMode, VerlLossMode};
 
 /// Advantages: one per sequence (`[..]`) or one per token (`[[..] per sequence]`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -24,8 +27,18 @@ pub enum Advantages {
     PerToken(Ragged<f64>),
 }
 
+impl Default for Advantages {
+    fn default() -> Self {
+        Self::PerSequence(Vec::new())
+    }
+}
+
 /// Request of `policy-loss`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+///
+/// Each setting has arlbook's name and, where TRL or verl has one, that library's name
+/// too; a library's name makes the request follow that library's rules (see
+/// [`crate::math::convention`]), and giving one setting under two names is refused.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub struct Request {
     /// Current log-probabilities of the trainable tokens, one list per sequence (finite,
@@ -39,83 +52,148 @@ pub struct Request {
     pub ref_logp: Option<Ragged<f64>>,
     /// Advantages per sequence `[..]` or per token `[[..]]`, finite.
     pub advantages: Advantages,
-    /// Lower clip width in `[0, 1]`. Default 0.2.
-    #[serde(default = "default_eps")]
-    pub eps_low: f64,
-    /// Upper clip width `>= 0`. Default: `eps_low`.
+    /// `arlbook`, `trl` or `verl`: whose rules decide the edge cases. Default: the
+    /// library whose names the request uses, else `arlbook`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub convention: Option<Convention>,
+    /// Lower clip width in `[0, 1]`. Default 0.2. TRL: `epsilon`; verl: `clip_ratio_low`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eps_low: Option<f64>,
+    /// Upper clip width `>= 0`. Default: the lower width. TRL: `epsilon_high`; verl:
+    /// `clip_ratio_high`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub eps_high: Option<f64>,
-    /// Dual-clip constant `c > 1` (objective `ppo` only). Default: none.
+    /// Dual-clip constant `c > 1` (objective `ppo` only). Default: none (verl: 3 for
+    /// `vanilla`). TRL: `delta`; verl: `clip_ratio_c`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dual_clip: Option<f64>,
     /// `token-mean` (default; aliases `bnpo`, `dapo`), `seq-mean-token-mean` (alias
     /// `grpo`), `seq-mean-token-sum`, `seq-mean-token-sum-norm` (verl: sum / constant)
-    /// or `dr_grpo` (TRL: sum / (sequences x constant)).
-    #[serde(default)]
-    pub reduction: Reduction,
+    /// or `dr_grpo` (sum / (sequences x constant)). These are arlbook's names with
+    /// arlbook's rules; TRL: `loss_type`; verl: `loss_agg_mode`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reduction: Option<Reduction>,
     /// The constant of `seq-mean-token-sum-norm` and `dr_grpo`, `> 0`. Default: the
-    /// longest sequence's length.
+    /// longest sequence's length (TRL: 512). TRL: `max_completion_length`; verl:
+    /// `loss_scale_factor`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub constant: Option<f64>,
-    /// KL coefficient `>= 0`. Default 0.
-    #[serde(default)]
-    pub beta: f64,
+    /// KL coefficient `>= 0`. Default 0. verl: `kl_loss_coef`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub beta: Option<f64>,
     /// `k1`, `k2`, `k3` (default; aliases `kl`, `mse`, `low_var_kl`) or `abs` (verl's
-    /// `|logp - ref_logp|`).
-    #[serde(default)]
-    pub kl_estimator: KlEstimator,
-    /// Apply verl's `low_var_kl` clamps to k3. Default false.
-    #[serde(default)]
-    pub kl_clamp: bool,
-    /// `ppo` (default), `cispo` or `sapo`.
-    #[serde(default)]
-    pub objective: Objective,
-    /// `token` (default) or `sequence` (GSPO; alias `gspo`).
-    #[serde(default)]
-    pub ratio_level: RatioLevel,
-    /// SAPO temperature for positive advantages, `> 0`. Default 1.0.
-    #[serde(default = "default_tau_pos")]
-    pub sapo_tau_pos: f64,
-    /// SAPO temperature for non-positive advantages, `> 0`. Default 1.05.
-    #[serde(default = "default_tau_neg")]
-    pub sapo_tau_neg: f64,
-}
-
-fn default_eps() -> f64 {
-    0.2
-}
-
-fn default_tau_pos() -> f64 {
-    1.0
-}
-
-fn default_tau_neg() -> f64 {
-    1.05
-}
-
-/// The documented defaults of the optional fields, with the required ones empty: a base
-/// for `Request { .., ..Request::default() }`, not a valid request by itself.
-impl Default for Request {
-    fn default() -> Self {
-        Self {
-            logp: Ragged::default(),
-            old_logp: Ragged::default(),
-            ref_logp: None,
-            advantages: Advantages::PerSequence(Vec::new()),
-            eps_low: default_eps(),
-            eps_high: None,
-            dual_clip: None,
-            reduction: Reduction::default(),
-            constant: None,
-            beta: 0.0,
-            kl_estimator: KlEstimator::default(),
-            kl_clamp: false,
-            objective: Objective::default(),
-            ratio_level: RatioLevel::default(),
-            sapo_tau_pos: default_tau_pos(),
-            sapo_tau_neg: default_tau_neg(),
-        }
-    }
+    /// `|logp - ref_logp|`). verl: `kl_loss_type`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kl_estimator: Option<KlEstimator>,
+    /// Apply verl's `low_var_kl` clamps to k3. Default false (verl: true).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kl_clamp: Option<bool>,
+    /// `ppo` (default), `cispo` or `sapo`. TRL: `loss_type`; verl: `loss_mode`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub objective: Option<Objective>,
+    /// `token` (default) or `sequence` (GSPO; alias `gspo`). TRL:
+    /// `importance_sampling_level`; verl: `loss_mode = "gspo"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ratio_level: Option<RatioLevel>,
+    /// SAPO temperature for positive advantages, `> 0`. Default 1.0. TRL:
+    /// `sapo_temperature_pos`; verl: `tau_pos`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sapo_tau_pos: Option<f64>,
+    /// SAPO temperature for non-positive advantages, `> 0`. Default 1.05. TRL:
+    /// `sapo_temperature_neg`; verl: `tau_neg`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sapo_tau_neg: Option<f64>,
+    /// Multipliers `>= 0` of each token's surrogate term (not of the KL term): importance
+    /// weights against the sampler. Per sequence `[..]` or per token `[[..]]`. TRL:
+    /// `importance_sampling_ratio`; verl: `rollout_is_weights`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub importance_weights: Option<Advantages>,
+    /// TRL `loss_type`: `grpo`, `bnpo`, `dr_grpo`, `dapo` (TRL's default), `cispo`, `sapo`
+    /// or `luspo`; sets the objective and the reduction as TRL does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loss_type: Option<TrlLossType>,
+    /// TRL `epsilon` (lower clip width; also the upper one unless `epsilon_high`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub epsilon: Option<f64>,
+    /// TRL `epsilon_high`; under `loss_type = "cispo"` the absolute upper bound of
+    /// the ratio (e.g. 5).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub epsilon_high: Option<f64>,
+    /// TRL `delta`: the upper bound of the unclipped ratio (the dual clip).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delta: Option<f64>,
+    /// TRL `importance_sampling_level`: `token` or `sequence`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub importance_sampling_level: Option<RatioLevel>,
+    /// TRL `max_completion_length`, the constant of `dr_grpo` (default 512).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_completion_length: Option<f64>,
+    /// TRL `sapo_temperature_pos`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sapo_temperature_pos: Option<f64>,
+    /// TRL `sapo_temperature_neg`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sapo_temperature_neg: Option<f64>,
+    /// TRL's vLLM `importance_sampling_ratio`, given per sequence or per token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub importance_sampling_ratio: Option<Advantages>,
+    /// TRL `sampling_per_token_logps`: the sampler's log-probabilities, shaped like
+    /// `logp`. With `vllm_importance_sampling_mode` it gives the importance ratio
+    /// `exp(old_logp - sampling_logp)` (per token, or its row sum for the sequence
+    /// modes); it is also what `off_policy_mask_threshold` compares against.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sampling_logp: Option<Ragged<f64>>,
+    /// TRL `vllm_importance_sampling_mode`: `token_truncate`, `token_mask`,
+    /// `sequence_truncate` or `sequence_mask` (TRL's default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vllm_importance_sampling_mode: Option<TrlIsMode>,
+    /// TRL `vllm_importance_sampling_clip_min` (default none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vllm_importance_sampling_clip_min: Option<f64>,
+    /// TRL `vllm_importance_sampling_clip_max` (default 3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vllm_importance_sampling_clip_max: Option<f64>,
+    /// TRL `off_policy_mask_threshold`: drops a sequence with a negative advantage
+    /// whose mean `sampling_logp - logp` (or `old_logp - logp`) exceeds it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub off_policy_mask_threshold: Option<f64>,
+    /// verl `loss_agg_mode`: `token-mean` (verl's default), `seq-mean-token-mean`,
+    /// `seq-mean-token-sum` or `seq-mean-token-sum-norm`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loss_agg_mode: Option<VerlAggMode>,
+    /// verl `policy_loss.loss_mode`: `vanilla` (default), `gspo`, `sapo` or `cispo`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loss_mode: Option<VerlLossMode>,
+    /// verl `clip_ratio` (both widths unless `clip_ratio_low` / `clip_ratio_high`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clip_ratio: Option<f64>,
+    /// verl `clip_ratio_low`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clip_ratio_low: Option<f64>,
+    /// verl `clip_ratio_high`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clip_ratio_high: Option<f64>,
+    /// verl `clip_ratio_c`, the dual clip of `vanilla` (default 3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clip_ratio_c: Option<f64>,
+    /// verl `loss_scale_factor`, the constant of `seq-mean-token-sum-norm`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loss_scale_factor: Option<f64>,
+    /// verl `kl_loss_coef`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kl_loss_coef: Option<f64>,
+    /// verl `kl_loss_type` (default `low_var_kl`, clamped).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kl_loss_type: Option<KlEstimator>,
+    /// verl `tau_pos` (SAPO).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tau_pos: Option<f64>,
+    /// verl `tau_neg` (SAPO).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tau_neg: Option<f64>,
+    /// verl `rollout_is_weights`, per sequence or per token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout_is_weights: Option<Advantages>,
 }
 
 /// Response of `policy-loss`.
@@ -125,30 +203,48 @@ pub struct Response {
     pub loss: f64,
     /// The reduced surrogate term (negated objective).
     pub pg_loss: f64,
-    /// The reduced KL estimate (same reduction); 0 when `ref_logp` is absent.
+    /// The reduced KL estimate; 0 when `ref_logp` is absent.
     pub kl: f64,
-    /// Reduction weights `w_ik` with `loss = sum w_ik (l_ik + beta kl_ik)`.
+    /// Reduction weights `w_ik` with `loss = sum w_ik (l_ik + beta kl_ik)` (the KL term
+    /// uses `kl_token_weights` instead when that is present).
     pub token_weights: Ragged<f64>,
-    /// Fractions of tokens on the clipped sides: `low`, `high`, `dual`, `total`.
+    /// The KL term's own reduction weights, where the convention reduces it differently
+    /// from the surrogate (verl's GSPO and SAPO with a `loss_agg_mode` other than
+    /// `seq-mean-token-mean`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kl_token_weights: Option<Ragged<f64>>,
+    /// Fractions of tokens on the clipped sides: `low`, `high`, `dual`, `total`, counted
+    /// as the convention counts them (verl: `pg_clipfrac` = `low + high`,
+    /// `pg_clipfrac_lower` = `dual`; TRL: `clip_ratio/low_mean`, `high_mean`,
+    /// `region_mean` = `total`).
     pub clip_fraction: ClipFraction,
     /// Mean ratio over tokens.
     pub ratio_mean: f64,
     /// Largest ratio over tokens.
     pub ratio_max: f64,
+    /// Mean of `old_logp - logp` over tokens (verl's `ppo_kl`, after its clamp).
+    pub ppo_kl: f64,
     /// The ratio used at each token (the sequence ratio repeated under GSPO).
     pub ratio: Ragged<f64>,
-    /// Per-token surrogate loss `l_ik` before weighting.
+    /// Per-token surrogate loss `l_ik` before weighting (times its importance weight).
     pub pg_loss_per_token: Ragged<f64>,
+    /// Per-token KL estimate `kl_ik` before weighting (0 without `ref_logp`).
+    pub kl_per_token: Ragged<f64>,
     /// `d loss / d logp_ik` (stop-gradient weight for `cispo`; GSPO's token form at
     /// sequence level).
     pub gradient: Ragged<f64>,
+    /// The convention that computed this: `arlbook`, `trl` or `verl`.
+    pub convention: Convention,
 }
 
 /// The `policy-loss` entry.
 pub struct PolicyLossEntry;
 
-/// The math-level input and settings a request describes (borrowing from it).
-pub fn inputs(request: &Request) -> (PolicyLossInput<'_>, PolicyLossConfig) {
+/// The math-level input, settings and surrogate multipliers a request describes
+/// (borrowing from it), with TRL's and verl's names resolved.
+pub fn inputs(
+    request: &Request,
+) -> Result<(PolicyLossInput<'_>, PolicyLossConfig, Option<Ragged<f64>>)> {
     let advantages = match &request.advantages {
         Advantages::PerSequence(a) => TokenAdvantages::PerSequence(a),
         Advantages::PerToken(a) => TokenAdvantages::PerToken(a),
@@ -159,23 +255,8 @@ pub fn inputs(request: &Request) -> (PolicyLossInput<'_>, PolicyLossConfig) {
         ref_logp: request.ref_logp.as_ref(),
         advantages,
     };
-    let config = PolicyLossConfig {
-        objective: request.objective,
-        ratio_level: request.ratio_level,
-        clip: ClipWidths {
-            eps_low: request.eps_low,
-            eps_high: request.eps_high.unwrap_or(request.eps_low),
-            dual_clip: request.dual_clip,
-        },
-        sapo_tau_pos: request.sapo_tau_pos,
-        sapo_tau_neg: request.sapo_tau_neg,
-        reduction: request.reduction,
-        constant: request.constant,
-        beta: request.beta,
-        kl_estimator: request.kl_estimator,
-        kl_clamp: request.kl_clamp,
-    };
-    (input, config)
+    let (config, pg_scale) = library_names::resolve(request)?;
+    Ok((input, config, pg_scale))
 }
 
 /// The response from a computed loss.
@@ -185,12 +266,16 @@ pub fn respond(out: PolicyLoss) -> Response {
         pg_loss: out.pg_loss,
         kl: out.kl,
         token_weights: out.token_weights,
+        kl_token_weights: out.kl_token_weights,
         clip_fraction: out.clip_fraction,
         ratio_mean: out.ratio_mean,
         ratio_max: out.ratio_max,
+        ppo_kl: out.ppo_kl,
         ratio: out.ratio,
         pg_loss_per_token: out.pg_loss_per_token,
+        kl_per_token: out.kl_per_token,
         gradient: out.gradient,
+        convention: out.convention,
     }
 }
 
@@ -202,8 +287,12 @@ impl Entry for PolicyLossEntry {
     type Response = Response;
 
     fn compute(request: &Request) -> Result<Response> {
-        let (input, config) = inputs(request);
-        Ok(respond(policy_loss(&input, &config)?))
+        let (input, config, pg_scale) = inputs(request)?;
+        Ok(respond(policy_loss_scaled(
+            &input,
+            &config,
+            pg_scale.as_ref(),
+        )?))
     }
 }
 

@@ -22,6 +22,9 @@ pub enum GpuError {
     /// The request does not fit the kernel or the device limits.
     #[error("too large for the GPU kernel: {0}")]
     TooLarge(String),
+    /// The request needs a rule the kernel does not implement.
+    #[error("not computed by the GPU kernel: {0}")]
+    Unsupported(String),
 }
 
 /// The compiled pipelines of one kernel file, sharing one bind group layout.

@@ -3,7 +3,8 @@
 //! The log-ratios `logp - old_logp` and `logp - ref_logp` are formed here in `f64`
 //! and rounded once: their `f32` difference on the device would lose the digits that
 //! make a ratio differ from 1. The reduction weights come from
-//! [`crate::math::reduction::row_weights`], the same numbers as on the CPU.
+//! [`crate::math::policy_loss::library::plan`], the same numbers as on the CPU, and so
+//! do the convention's corrections after the kernel ([`library::finish`]).
 //!
 //! ## Sums without barriers
 //! Every sequence is cut into chunks of at most [`CHUNK_TOKENS`] tokens. One thread per
@@ -25,11 +26,12 @@ use super::runner::{Job, Slot, bits, floats, groups_for, run};
 use super::{GpuContext, GpuError};
 use crate::Ragged;
 use crate::math::kl::KlEstimator;
+use crate::math::policy_loss::library;
 use crate::math::policy_loss::{
     ClipFraction, Objective, PolicyLoss, PolicyLossConfig, PolicyLossInput, RatioLevel,
     TokenAdvantages,
 };
-use crate::math::reduction::{row_weights, token_weights};
+use crate::math::reduction::expand_row_weights;
 
 /// Values per row in the kernel's row buffer (and totals after the rows).
 const ROW: usize = 8;
@@ -123,7 +125,20 @@ pub async fn policy_loss(
     input: &PolicyLossInput<'_>,
     config: &PolicyLossConfig,
 ) -> Result<PolicyLoss, GpuError> {
-    policy_loss_chunked(ctx, input, config, CHUNK_TOKENS).await
+    policy_loss_chunked(ctx, input, config, None, CHUNK_TOKENS).await
+}
+
+/// [`policy_loss`] with per-token multipliers of the surrogate term (see
+/// [`crate::math::policy_loss::policy_loss_scaled`]). A batch where the convention's
+/// log-ratio clamp takes effect is [`GpuError::Unsupported`]: its slopes are corrected on
+/// the CPU.
+pub async fn policy_loss_scaled(
+    ctx: &GpuContext,
+    input: &PolicyLossInput<'_>,
+    config: &PolicyLossConfig,
+    pg_scale: Option<&Ragged<f64>>,
+) -> Result<PolicyLoss, GpuError> {
+    policy_loss_chunked(ctx, input, config, pg_scale, CHUNK_TOKENS).await
 }
 
 /// [`policy_loss`] with chunks of at most `chunk_tokens` tokens (at least 1), for
@@ -131,11 +146,21 @@ pub async fn policy_loss(
 #[allow(clippy::too_many_lines)]
 pub async fn policy_loss_chunked(
     ctx: &GpuContext,
-    input: &PolicyLossInput<'_>,
+    original: &PolicyLossInput<'_>,
     config: &PolicyLossConfig,
+    pg_scale: Option<&Ragged<f64>>,
     chunk_tokens: usize,
 ) -> Result<PolicyLoss, GpuError> {
     let chunk_tokens = chunk_tokens.max(1);
+    let plan =
+        library::plan(original, config, pg_scale).map_err(|e| GpuError::TooLarge(e.to_string()))?;
+    if plan.clamps_any(original, config) {
+        return Err(GpuError::Unsupported(format!(
+            "the {} convention clamps a log-ratio in this batch",
+            config.convention.name()
+        )));
+    }
+    let input = &plan.pass_input(original);
     let logp = input.logp;
     let rows = logp.rows();
     let tokens = logp.total_len();
@@ -145,9 +170,8 @@ pub async fn policy_loss_chunked(
         )));
     }
     let lengths = logp.lengths();
-    let weights = row_weights(&lengths, config.reduction, config.constant)
-        .map_err(|e| GpuError::TooLarge(e.to_string()))?;
-    let inputs = pack_inputs(input, &lengths, &weights);
+    let weights = &plan.pg_weights;
+    let inputs = pack_inputs(input, &lengths, weights);
     let (index, chunks) = index_tables(&lengths, chunk_tokens);
     let has_ref = input.ref_logp.is_some();
     let params = [
@@ -229,12 +253,16 @@ pub async fn policy_loss_chunked(
         f64::from(totals[6]),
         f64::from(totals[7]),
     );
-    let result = PolicyLoss {
+    let mut result = PolicyLoss {
         loss: pg_loss + beta * kl,
         pg_loss,
         kl,
-        token_weights: token_weights(&lengths, config.reduction, config.constant)
+        token_weights: expand_row_weights(&lengths, weights)
             .map_err(|e| GpuError::TooLarge(e.to_string()))?,
+        kl_token_weights: None,
+        kl_per_token: reshape(kl_per_token, logp),
+        ppo_kl: 0.0,
+        convention: config.convention,
         pg_loss_per_token: reshape(loss_per_token, logp),
         ratio: reshape(ratio, logp),
         clip_fraction: ClipFraction {
@@ -255,5 +283,7 @@ pub async fn policy_loss_chunked(
             "the loss or its gradient leaves the f32 range".into(),
         ));
     }
+    library::finish(&plan, original, config, &mut result)
+        .map_err(|e| GpuError::TooLarge(e.to_string()))?;
     Ok(result)
 }

@@ -28,9 +28,10 @@
 //!
 //! ## Our conventions
 //! - A group whose rewards are all equal, including a group of one, has advantage
-//!   exactly 0 for every member, for every option. (For singletons this follows TRL and
-//!   departs from verl: a lone attempt has nothing to be compared with.) Equality is
-//!   detected directly, so rounding in the mean cannot leave a residue.
+//!   exactly 0 for every member, for every option. (For singletons this follows TRL; a
+//!   lone attempt has nothing to be compared with.) Equality is detected directly, so
+//!   rounding in the mean cannot leave a residue. Under the `verl` convention
+//!   ([`crate::math::convention`]) a group of one gets verl's advantage instead.
 //! - `sample` std of a group of one is taken as 0.
 //! - The leave-one-out baseline may be combined with std scaling; it then divides by the
 //!   same std as the mean baseline would.
@@ -39,6 +40,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::Ragged;
 use crate::error::{FieldError, Result, check};
+use crate::math::convention::Convention;
 
 /// What each reward is compared with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
@@ -88,6 +90,8 @@ pub struct AdvantageOptions {
     pub std: StdKind,
     /// Added to the std before dividing; `>= 0`.
     pub eps: f64,
+    /// Whose rule gives a group of one its advantage (see the module docs).
+    pub convention: Convention,
 }
 
 impl Default for AdvantageOptions {
@@ -97,6 +101,7 @@ impl Default for AdvantageOptions {
             scale: Scale::Group,
             std: StdKind::Population,
             eps: 1e-6,
+            convention: Convention::Arlbook,
         }
     }
 }
@@ -196,6 +201,10 @@ pub fn group_advantages(
             ));
         }
         divisors.push(divisor);
+        if options.convention == Convention::Verl && row.len() == 1 {
+            advantages.push_row(&[verl_singleton(row[0], divisor, options)]);
+            continue;
+        }
         let all_equal = std == 0.0;
         let g = row.len() as f64;
         let sum: f64 = row.iter().sum();
@@ -228,6 +237,16 @@ pub fn group_advantages(
     })
 }
 
+/// verl's advantage for a group of one: GRPO takes mean 0 and std 1, so the score over
+/// `1 + eps` (the score itself without std scaling); RLOO leaves the score as it is.
+fn verl_singleton(score: f64, divisor: f64, options: &AdvantageOptions) -> f64 {
+    match (options.baseline, options.scale) {
+        (Baseline::LeaveOneOut, _) | (Baseline::Mean, Scale::None) => score,
+        (Baseline::Mean, Scale::Group) => score / (1.0 + options.eps),
+        (Baseline::Mean, Scale::Batch) => score / divisor,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -241,6 +260,7 @@ mod tests {
             scale,
             std: StdKind::Population,
             eps: 0.0,
+            convention: Convention::Arlbook,
         }
     }
 
@@ -279,6 +299,7 @@ mod tests {
                         scale,
                         std,
                         eps: 0.0,
+                        convention: Convention::Arlbook,
                     };
                     let a = group_advantages(&r, &opts).unwrap();
                     assert_eq!(a.advantages.row(0), &[0.0]);
@@ -325,6 +346,7 @@ mod tests {
                 scale,
                 std,
                 eps,
+                convention: Convention::Arlbook,
             })
     }
 

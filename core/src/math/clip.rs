@@ -55,8 +55,15 @@ impl ClipWidths {
 
     /// Checks the widths, naming the fields `eps_low`, `eps_high` and `dual_clip`.
     pub fn validate(&self) -> Result<()> {
-        check::in_range("eps_low", self.eps_low, 0.0, 1.0)?;
         check::non_negative("eps_high", self.eps_high)?;
+        self.validate_without_eps_high()
+    }
+
+    /// [`Self::validate`] without the `eps_high >= 0` check (for a weight clamp, which
+    /// may bound the ratio below 1).
+    pub fn validate_without_eps_high(&self) -> Result<()> {
+        check::in_range("eps_low", self.eps_low, 0.0, 1.0)?;
+        check::finite("eps_high", self.eps_high)?;
         if let Some(c) = self.dual_clip
             && !(c.is_finite() && c > 1.0)
         {

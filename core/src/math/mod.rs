@@ -8,6 +8,7 @@ pub mod advantage;
 pub mod bandit;
 pub mod budget;
 pub mod clip;
+pub mod convention;
 pub mod distill;
 pub mod dpo;
 pub mod eval;

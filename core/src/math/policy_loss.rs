@@ -55,8 +55,9 @@ use serde::{Deserialize, Serialize};
 use crate::Ragged;
 use crate::error::{FieldError, Result, check};
 use crate::math::clip::{ClipWidths, surrogate_point};
+use crate::math::convention::Convention;
 use crate::math::kl::KlEstimator;
-use crate::math::reduction::{Reduction, row_weights};
+use crate::math::reduction::{Reduction, row_weights_by};
 
 /// The surrogate objective per token.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
@@ -129,6 +130,8 @@ pub struct PolicyLossConfig {
     pub kl_estimator: KlEstimator,
     /// Apply verl's `k3` clamps.
     pub kl_clamp: bool,
+    /// Whose rules decide the edge cases (see [`crate::math::convention`]).
+    pub convention: Convention,
 }
 
 impl Default for PolicyLossConfig {
@@ -144,6 +147,7 @@ impl Default for PolicyLossConfig {
             beta: 0.0,
             kl_estimator: KlEstimator::K3,
             kl_clamp: false,
+            convention: Convention::Arlbook,
         }
     }
 }
@@ -170,9 +174,19 @@ pub struct PolicyLoss {
     pub pg_loss: f64,
     /// The reduced KL estimate (0 without a reference).
     pub kl: f64,
-    /// Reduction weights `w_ik`.
+    /// Reduction weights `w_ik` (of the surrogate term; also of the KL term unless
+    /// `kl_token_weights` is set).
     pub token_weights: Ragged<f64>,
-    /// Per-token surrogate loss `l_ik`.
+    /// The KL term's own weights, where the convention reduces it differently (verl's
+    /// GSPO and SAPO).
+    pub kl_token_weights: Option<Ragged<f64>>,
+    /// Per-token KL estimate `kl_ik` (0 without a reference).
+    pub kl_per_token: Ragged<f64>,
+    /// Mean of `old_logp - logp` over tokens (verl's `ppo_kl`).
+    pub ppo_kl: f64,
+    /// The convention that computed this.
+    pub convention: Convention,
+    /// Per-token surrogate loss `l_ik` (times its multiplier, if any).
     pub pg_loss_per_token: Ragged<f64>,
     /// Per-token ratio used (`s_i` repeated at sequence level).
     pub ratio: Ragged<f64>,
@@ -279,7 +293,19 @@ fn validate_with(
             a.check_finite("advantages")?;
         }
     }
-    config.clip.validate()?;
+    if config.objective == Objective::Cispo && config.clip.eps_high < 0.0 {
+        // CISPO only clamps a weight: an upper bound below 1 (TRL's `epsilon_high < 1`)
+        // is fine as long as it is not below the lower one.
+        config.clip.validate_without_eps_high()?;
+        if config.clip.ratio_high() < config.clip.ratio_low() {
+            return Err(FieldError::new(
+                "eps_high",
+                "puts the upper ratio bound below the lower one",
+            ));
+        }
+    } else {
+        config.clip.validate()?;
+    }
     if config.clip.dual_clip.is_some() && config.objective != Objective::Ppo {
         return Err(FieldError::new(
             "dual_clip",
@@ -340,9 +366,9 @@ fn token_term(ratio: f64, advantage: f64, logp: f64, config: &PolicyLossConfig) 
     }
 }
 
-/// GSPO's sequence ratio `exp(mean_k (logp - old_logp))`, one per row (1 for an empty
-/// row, which has no token to carry it).
-fn sequence_ratios(logp: &Ragged<f64>, old_logp: &Ragged<f64>) -> Vec<f64> {
+/// GSPO's sequence ratio `exp(min(mean_k (logp - old_logp), limit))`, one per row (1
+/// for an empty row, which has no token to carry it).
+fn sequence_ratios(logp: &Ragged<f64>, old_logp: &Ragged<f64>, limit: f64) -> Vec<f64> {
     logp.iter_rows()
         .zip(old_logp.iter_rows())
         .map(|(row, old)| {
@@ -350,7 +376,7 @@ fn sequence_ratios(logp: &Ragged<f64>, old_logp: &Ragged<f64>) -> Vec<f64> {
                 return 1.0;
             }
             let log_ratio_sum: f64 = row.iter().zip(old).map(|(a, b)| a - b).sum();
-            (log_ratio_sum / row.len() as f64).exp()
+            (log_ratio_sum / row.len() as f64).min(limit).exp()
         })
         .collect()
 }
@@ -371,23 +397,38 @@ fn overflow_error(logp: &Ragged<f64>, ratio: &[f64]) -> FieldError {
 /// One pass over the tokens into preallocated flat buffers: this runs on every slider
 /// move in the notebook and on every batch of the trainer.
 pub fn policy_loss(input: &PolicyLossInput<'_>, config: &PolicyLossConfig) -> Result<PolicyLoss> {
+    policy_loss_scaled(input, config, None)
+}
+
+/// [`policy_loss`] with each token's surrogate term multiplied by `pg_scale` (finite,
+/// `>= 0`, shaped like `logp`: importance weights against the sampler, off-policy
+/// masks; see [`library`]).
+pub fn policy_loss_scaled(
+    input: &PolicyLossInput<'_>,
+    config: &PolicyLossConfig,
+    pg_scale: Option<&Ragged<f64>>,
+) -> Result<PolicyLoss> {
     // Shapes, advantages and settings first; the log-probability values are checked by
     // the token pass as it reads them (one read of the inputs, not two). Whenever
     // anything fails, the full `validate` runs, so the error reported is the one its
     // order gives.
     let first_failure = |error: FieldError| validate(input, config).err().unwrap_or(error);
     validate_with(input, config, true).map_err(first_failure)?;
-    let lengths = input.logp.lengths();
-    let weights =
-        row_weights(&lengths, config.reduction, config.constant).map_err(first_failure)?;
+    let plan = library::plan(input, config, pg_scale).map_err(first_failure)?;
+    let weights = &plan.pg_weights;
     let sequence_level = match config.ratio_level {
         RatioLevel::Token => None,
-        RatioLevel::Sequence => Some(sequence_ratios(input.logp, input.old_logp)),
+        RatioLevel::Sequence => Some(sequence_ratios(
+            input.logp,
+            input.old_logp,
+            plan.sequence_log_ratio_limit,
+        )),
     };
-    let source = sequence_level
-        .as_deref()
-        .map_or(RatioSource::PerToken, RatioSource::PerRow);
-    let pass = token_pass::run(input, config, source, &weights);
+    let source = sequence_level.as_deref().map_or(
+        RatioSource::PerToken(plan.token_log_ratio_limit),
+        RatioSource::PerRow,
+    );
+    let pass = token_pass::run(&plan.pass_input(input), config, source, weights);
     if !pass.log_probs_valid {
         return Err(first_failure(FieldError::new(
             "logp",
@@ -399,7 +440,7 @@ pub fn policy_loss(input: &PolicyLossInput<'_>, config: &PolicyLossConfig) -> Re
     }
     // Row sums in row order: the same numbers as `weighted_sum` over the per-token terms.
     let weighted =
-        |row_sums: &[f64]| -> f64 { row_sums.iter().zip(&weights).map(|(s, w)| w * s).sum() };
+        |row_sums: &[f64]| -> f64 { row_sums.iter().zip(weights).map(|(s, w)| w * s).sum() };
     let pg_loss = weighted(&pass.pg_row_sums);
     let kl = weighted(&pass.kl_row_sums);
     let loss = pg_loss + config.beta * kl;
@@ -417,11 +458,15 @@ pub fn policy_loss(input: &PolicyLossInput<'_>, config: &PolicyLossConfig) -> Re
             "the loss or its gradient overflows f64 for these inputs (ratios or KL too large)",
         ));
     }
-    Ok(PolicyLoss {
+    let mut out = PolicyLoss {
         loss,
         pg_loss,
         kl,
         token_weights: input.logp.with_values(pass.token_weights)?,
+        kl_token_weights: None,
+        kl_per_token: input.logp.with_values(pass.kl)?,
+        ppo_kl: 0.0,
+        convention: config.convention,
         pg_loss_per_token: input.logp.with_values(pass.pg)?,
         clip_fraction: ClipFraction {
             low: fraction(low),
@@ -433,9 +478,12 @@ pub fn policy_loss(input: &PolicyLossInput<'_>, config: &PolicyLossConfig) -> Re
         ratio_max: pass.ratio_max,
         ratio: input.logp.with_values(pass.ratio)?,
         gradient: input.logp.with_values(pass.gradient)?,
-    })
+    };
+    library::finish(&plan, input, config, &mut out)?;
+    Ok(out)
 }
 
+pub mod library;
 mod token_pass;
 use token_pass::RatioSource;
 

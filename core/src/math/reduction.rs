@@ -21,12 +21,14 @@
 //! ## Where the frameworks differ (and what we do)
 //! - **Empty sequences.** verl leaves sequences without tokens out of the sequence count
 //!   (`N'`); TRL's `grpo` and `dr_grpo` divide by the full batch size `N` (clamping each
-//!   row length to at least 1, so an empty row adds 0 but still counts). We follow verl
-//!   for the `seq-mean-*` reductions and TRL for `dr_grpo`. With no empty rows the
-//!   aliases agree exactly.
-//! - **Guards.** verl divides each row sum by `L_i + 1e-8`; we divide by `L_i` exactly
-//!   (the relative difference is below `1e-8`). TRL clamps token counts to at least 1;
-//!   an all-empty batch gives loss 0 here too.
+//!   row length to at least 1, so an empty row adds 0 but still counts). arlbook's rules
+//!   follow verl for the `seq-mean-*` reductions and TRL for `dr_grpo`; under the `trl`
+//!   convention ([`row_weights_by`]) every per-sequence mean counts all `N` rows. With
+//!   no empty rows the conventions agree exactly.
+//! - **Guards.** verl divides each row sum by `L_i + 1e-8`, and does so under the `verl`
+//!   convention; arlbook divides by `L_i` exactly (the relative difference is below
+//!   `1e-8`). TRL clamps token counts to at least 1; an all-empty batch gives loss 0
+//!   here too.
 //! - **The constant.** TRL's `dr_grpo` divides by `N * max_completion_length` (default
 //!   512); verl's `seq-mean-token-sum-norm` divides by `loss_scale_factor` alone (default:
 //!   the padded response width), deliberately without the sequence mean. The two are
@@ -39,6 +41,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::Ragged;
 use crate::error::{FieldError, Result, check};
+use crate::math::convention::Convention;
 
 /// How per-token losses are averaged into one number.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
@@ -77,7 +80,7 @@ pub fn resolve_constant(lengths: &[usize], constant: Option<f64>) -> Result<f64>
     }
 }
 
-/// The weight `w_i` shared by every token of row `i`, for each row.
+/// The weight `w_i` shared by every token of row `i`, for each row, by arlbook's rules.
 ///
 /// Every reduction gives all tokens of one row the same weight; the policy-loss gradient
 /// relies on this (see `policy_loss`).
@@ -86,9 +89,32 @@ pub fn row_weights(
     reduction: Reduction,
     constant: Option<f64>,
 ) -> Result<Vec<f64>> {
+    row_weights_by(lengths, reduction, constant, Convention::Arlbook)
+}
+
+/// verl's guard on a row's length in `seq-mean-token-mean` (`agg_loss`).
+const VERL_LENGTH_GUARD: f64 = 1e-8;
+
+/// [`row_weights`] by `convention`'s rules: TRL counts empty rows in the per-sequence
+/// means (its `.mean()` runs over the whole batch), verl divides each row by
+/// `L_i + 1e-8` (see [`crate::math::convention`]).
+pub fn row_weights_by(
+    lengths: &[usize],
+    reduction: Reduction,
+    constant: Option<f64>,
+    convention: Convention,
+) -> Result<Vec<f64>> {
     let constant = resolve_constant(lengths, constant)?;
     let rows = lengths.len() as f64;
     let non_empty = lengths.iter().filter(|&&l| l > 0).count() as f64;
+    let sequences = match convention {
+        Convention::Trl => rows,
+        Convention::Arlbook | Convention::Verl => non_empty,
+    };
+    let guard = match convention {
+        Convention::Verl => VERL_LENGTH_GUARD,
+        Convention::Arlbook | Convention::Trl => 0.0,
+    };
     let total: usize = lengths.iter().sum();
     Ok(lengths
         .iter()
@@ -97,9 +123,9 @@ pub fn row_weights(
                 return 0.0;
             }
             match reduction {
-                Reduction::SeqMeanTokenMean => 1.0 / (non_empty * len as f64),
+                Reduction::SeqMeanTokenMean => 1.0 / (sequences * (len as f64 + guard)),
                 Reduction::TokenMean => 1.0 / total as f64,
-                Reduction::SeqMeanTokenSum => 1.0 / non_empty,
+                Reduction::SeqMeanTokenSum => 1.0 / sequences,
                 Reduction::SeqMeanTokenSumNorm => 1.0 / constant,
                 Reduction::DrGrpo => 1.0 / (rows * constant),
             }

@@ -112,6 +112,7 @@ fn group_advantages_match_cpu_for_every_option() {
                         scale,
                         std,
                         eps: 1e-4,
+                        ..AdvantageOptions::default()
                     };
                     let what = format!("{groups} groups {baseline:?} {scale:?} {std:?}");
                     let cpu = advantage::group_advantages(&rewards, &options).unwrap();
@@ -176,6 +177,7 @@ fn short_and_long_groups_in_one_call_match_cpu_on_both_paths() {
                 scale,
                 std: StdKind::Sample,
                 eps: 1e-4,
+                ..AdvantageOptions::default()
             };
             let cpu = advantage::group_advantages(&rewards, &options).unwrap();
             // The default split, every group serial, every group on a workgroup.

@@ -265,7 +265,7 @@ fn long_sequences_summed_in_chunks_of_any_length_match_cpu() {
         let cpu = policy_loss(&input, &config).unwrap();
         for chunk in [1usize, 7, gpu::policy_loss::CHUNK_TOKENS, 100_000] {
             let gpu = gpu::block_on(gpu::policy_loss::policy_loss_chunked(
-                ctx, &input, &config, chunk,
+                ctx, &input, &config, None, chunk,
             ))
             .unwrap();
             compare(

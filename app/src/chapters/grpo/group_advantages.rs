@@ -55,10 +55,11 @@ impl Figure for GroupAdvantages {
         let rewards = state.groups("rewards")?;
         let response = compute::<GroupAdvantagesEntry>(&Request {
             rewards: rewards.clone().into(),
-            scale: state.choice("scale")?,
-            std: state.choice("std")?,
-            baseline: state.choice("baseline")?,
-            eps: 0.0,
+            scale: Some(state.choice("scale")?),
+            std: Some(state.choice("std")?),
+            baseline: Some(state.choice("baseline")?),
+            eps: Some(0.0),
+            ..Request::default()
         })?;
         Ok(Output {
             advantages: response.advantages.into(),

@@ -99,10 +99,11 @@ impl Figure for Reductions {
         let response =
             compute::<group_advantages::GroupAdvantagesEntry>(&group_advantages::Request {
                 rewards: vec![rewards].into(),
-                scale: Scale::Group,
-                std: StdKind::Population,
-                baseline: Baseline::Mean,
-                eps: 0.0,
+                scale: Some(Scale::Group),
+                std: Some(StdKind::Population),
+                baseline: Some(Baseline::Mean),
+                eps: Some(0.0),
+                ..group_advantages::Request::default()
             })?;
         let advantages = Vec::<Vec<f64>>::from(response.advantages)
             .into_iter()
@@ -120,9 +121,9 @@ impl Figure for Reductions {
                 logp: logp.clone().into(),
                 old_logp: old_logp.clone().into(),
                 advantages: policy_loss::Advantages::PerSequence(advantages.clone()),
-                eps_low: 1.0,
+                eps_low: Some(1.0),
                 eps_high: Some(10.0),
-                reduction,
+                reduction: Some(reduction),
                 ..policy_loss::Request::default()
             })?;
             maps.push(Map {

@@ -21,8 +21,9 @@ const PARALLEL_MIN_TOKENS: usize = 1 << 16;
 /// Where each token's ratio comes from.
 #[derive(Clone, Copy)]
 pub(super) enum RatioSource<'a> {
-    /// `exp(logp - old_logp)` per token.
-    PerToken,
+    /// `exp(logp - old_logp)` per token, the log-ratio clamped to `[-limit, limit]`
+    /// (verl's clamp; infinite for none).
+    PerToken(f64),
     /// One ratio per row (GSPO's sequence ratio), repeated on its tokens.
     PerRow(&'a [f64]),
 }
@@ -257,10 +258,15 @@ fn fill_rows(shared: &Shared<'_>, rows: Range<usize>, out: &mut ChunkOut<'_>) ->
         // vectorise; the branchy per-token loop below then only reads them.
         let ratio = &mut out.ratio[local.clone()];
         match ratios {
-            RatioSource::PerToken => {
+            RatioSource::PerToken(limit) => {
                 let (logp, old) = (&logp_all[tokens.clone()], &old_logp_all[tokens.clone()]);
                 for ((q, &a), &b) in ratio.iter_mut().zip(logp).zip(old) {
                     *q = a - b;
+                }
+                if limit.is_finite() {
+                    for q in ratio.iter_mut() {
+                        *q = q.clamp(-limit, limit);
+                    }
                 }
                 exp_in_place(ratio);
             }
@@ -499,11 +505,16 @@ mod tests {
             ..PolicyLossConfig::default()
         };
         let weights = vec![1.0 / total as f64; lengths.len()];
-        let split = run(&input, &config, RatioSource::PerToken, &weights);
+        let split = run(
+            &input,
+            &config,
+            RatioSource::PerToken(f64::INFINITY),
+            &weights,
+        );
         let shared = Shared {
             input: &input,
             config: &config,
-            ratios: RatioSource::PerToken,
+            ratios: RatioSource::PerToken(f64::INFINITY),
             row_weights: &weights,
         };
         let zeros = |n: usize| vec![0.0; n];

@@ -20,6 +20,7 @@ pub fn advantage_options(config: &TrainConfig) -> AdvantageOptions {
         },
         std: config.grpo.std_kind,
         eps: 1e-6,
+        ..AdvantageOptions::default()
     }
 }
 
