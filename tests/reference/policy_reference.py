@@ -96,6 +96,17 @@ def trl_nanstd(x, axis=None):
     return np.sqrt(var)
 
 
+def trl_nanstd_nan(x):
+    """trl.trainer.utils.nanstd over one array: sample std of the non-NaN values."""
+    x = np.asarray(x, dtype=np.float64)
+    present = x[~np.isnan(x)]
+    if present.size < 2:
+        return np.nan
+    mean = present.mean()
+    var = ((present - mean) ** 2).mean() * present.size / (present.size - 1)
+    return np.sqrt(var)
+
+
 def trl_advantages(groups, scale):
     """Equal-size groups as in TRL (num_generations per prompt)."""
     r = np.array(groups, dtype=np.float64)
@@ -738,6 +749,65 @@ def convention_cases():
           "verl compute_rloo_outcome_advantage with groups of one",
           {"rewards": groups, "adv_estimator": "rloo"},
           {"advantages": verl_rloo_advantages(groups), "convention": "verl"})
+    # Several reward functions, some not scoring some completions (None -> NaN).
+    G, F = 4, 3
+    rpf = rng.uniform(0, 1, size=(5, G, F))
+    rpf[0, 1, :] = np.nan            # a completion no function scored
+    rpf[1, 2, 0] = np.nan            # one function silent on one completion
+    rpf[2, :, 1] = np.nan            # one function silent on a whole group
+    weights = np.array([1.0, 0.5, 2.0])
+    as_json = [[[None if np.isnan(x) else float(x) for x in c] for c in g] for g in rpf]
+    flat = rpf.reshape(-1, F)
+    unscorable = np.isnan(flat).all(axis=1)
+    for scale in ("group", "batch", "none"):
+        r = np.nansum(flat * weights[None, :], axis=1)
+        r[unscorable] = np.nan
+        grouped = r.reshape(-1, G)
+        mean = np.repeat(np.nanmean(grouped, axis=1), G)
+        if scale in ("group", "none"):
+            std = np.repeat(np.array([trl_nanstd_nan(g) for g in grouped]), G)
+        else:
+            std = np.full_like(r, trl_nanstd_nan(r))
+        adv = r - mean
+        if scale != "none":
+            adv = adv / (std + 1e-4)
+        adv = np.nan_to_num(adv, nan=0.0).reshape(-1, G)
+        write(f"conv_trl_adv_multi_sum_then_normalize_{scale}", "group-advantages",
+              "TRL GRPOTrainer multi_objective_aggregation=sum_then_normalize scale_rewards=" + scale,
+              {"rewards_per_func": as_json, "reward_weights": list(weights), "scale_rewards": scale},
+              {"advantages": adv.tolist(), "convention": "trl"})
+    grouped = rpf
+    mean_k = np.nanmean(grouped, axis=1, keepdims=True)
+    std_k = np.stack([[trl_nanstd_nan(grouped[g, :, k]) for k in range(F)] for g in range(5)])[:, None, :]
+    z = ((grouped - mean_k) / (std_k + 1e-4)).reshape(-1, F)
+    r = np.nansum(z * weights[None, :], axis=1)
+    r[unscorable] = np.nan
+    adv = np.nan_to_num((r - np.nanmean(r)) / (trl_nanstd_nan(r) + 1e-4), nan=0.0).reshape(-1, G)
+    write("conv_trl_adv_multi_normalize_then_sum", "group-advantages",
+          "TRL GRPOTrainer multi_objective_aggregation=normalize_then_sum",
+          {"rewards_per_func": as_json, "reward_weights": list(weights),
+           "multi_objective_aggregation": "normalize_then_sum"},
+          {"advantages": adv.tolist(), "convention": "trl"})
+    # RLOOTrainer: weighted sum, reward clipping, KL penalty, leave-one-out, whitening.
+    kl = rng.normal(0.0, 2.0, size=(5, G))
+    for normalize in (False, True):
+        r = np.nansum(flat * weights[None, :], axis=1)
+        r[unscorable] = np.nan
+        r = np.clip(r, 0.2, 2.5)
+        r = r - 0.05 * kl.reshape(-1)
+        grouped = r.reshape(-1, G)
+        scorable = (~np.isnan(grouped)).sum(axis=1, keepdims=True)
+        gsum = np.nansum(grouped, axis=1, keepdims=True)
+        adv = (r - ((gsum - grouped) / (scorable - 1)).reshape(-1))
+        if normalize:
+            adv = (adv - np.nanmean(adv)) / (trl_nanstd_nan(adv) + 1e-4)
+        adv = np.nan_to_num(adv, nan=0.0).reshape(-1, G)
+        write(f"conv_trl_adv_rloo_{'normalized' if normalize else 'raw'}", "group-advantages",
+              "TRL RLOOTrainer reward_clip_range=(0.2, 2.5) beta=0.05 normalize_advantages=" + str(normalize),
+              {"rewards_per_func": as_json, "reward_weights": list(weights), "baseline": "rloo",
+               "reward_clip_range": [0.2, 2.5], "beta": 0.05, "sequence_kl": kl.tolist(),
+               "normalize_advantages": normalize},
+              {"advantages": adv.tolist(), "convention": "trl"})
     equal = [list(rng.integers(0, 2, size=4).astype(float)) for _ in range(5)]
     for scale in ("group", "batch", "none"):
         write(f"conv_trl_adv_{scale}", "group-advantages", "TRL GRPOTrainer scale_rewards=" + scale,

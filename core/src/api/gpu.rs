@@ -128,6 +128,11 @@ async fn clip(request: Value, ctx: &GpuContext) -> Attempt {
 async fn advantages(request: Value, ctx: &GpuContext) -> Attempt {
     let request: group_advantages::Request = parse_request(request)?;
     let options = group_advantages::options(&request)?;
+    if group_advantages::uses_trl_pipeline(&request) {
+        return Ok(Err(GpuError::Unsupported(
+            "TRL's reward pipeline (reward functions, clipping, KL penalty)".into(),
+        )));
+    }
     advantage::validate_rewards(&request.rewards, &options)?;
     let verl_singleton = options.convention == Convention::Verl
         && request.rewards.iter_rows().any(|row| row.len() == 1);

@@ -23,3 +23,4 @@ pub mod policy_loss;
 pub mod reduction;
 pub mod sampling;
 pub mod shaping;
+pub mod trl_rewards;
