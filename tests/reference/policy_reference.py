@@ -473,7 +473,8 @@ def verl_policy_cases():
 
 def trl_compute_loss(logp, old, ref, adv, mask, loss_type, epsilon=0.2, epsilon_high=None,
                      beta=0.0, level="token", delta=None, max_completion_length=512,
-                     tau_pos=1.0, tau_neg=1.05, is_ratio=None, off_policy_mask=None):
+                     tau_pos=1.0, tau_neg=1.05, is_ratio=None, off_policy_mask=None,
+                     use_bias_correction_kl=False):
     """GRPOTrainer._compute_loss; adv (B,), is_ratio (B,T) or (B,1), off_policy_mask (B,1)."""
     eps_low = epsilon
     eps_high = epsilon if epsilon_high is None else epsilon_high
@@ -485,6 +486,8 @@ def trl_compute_loss(logp, old, ref, adv, mask, loss_type, epsilon=0.2, epsilon_
         log_w = ((log_ratio * mask).sum(-1) / np.maximum(mask.sum(-1), 1.0))[:, None]
     coef_1 = np.exp(log_w)
     kl = trl_k3(logp, ref) if beta != 0.0 else np.zeros_like(mask)
+    if use_bias_correction_kl:
+        kl = kl * coef_1
     if loss_type == "cispo":
         per_token = -np.minimum(coef_1, eps_high) * a * logp
     elif loss_type == "sapo":
@@ -651,6 +654,8 @@ def convention_cases():
         ("dapo", "token", {"vllm": "sequence_mask"}),
         ("dapo", "token", {"vllm": "token_truncate", "clip_min": 0.5}),
         ("grpo", "token", {"off_policy": 0.05}),
+        ("grpo", "token", {"bias": True}),
+        ("dapo", "sequence", {"bias": True, "empty": True}),
     ]
     for n, (loss_type, level, extra) in enumerate(trl_specs):
         lengths = [int(x) for x in rng.integers(1, 7, size=6)]
@@ -681,6 +686,8 @@ def convention_cases():
             if "clip_min" in extra:
                 req["vllm_importance_sampling_clip_min"] = extra["clip_min"]
             kwargs["is_ratio"] = trl_vllm_is_ratio(ol, sp, mask, extra["vllm"], extra.get("clip_min"))
+        if extra.get("bias"):
+            req["use_bias_correction_kl"] = kwargs["use_bias_correction_kl"] = True
         if "off_policy" in extra:
             req["off_policy_mask_threshold"] = extra["off_policy"]
             kwargs["off_policy_mask"] = trl_off_policy_mask(adv, lp, ol, mask, extra["off_policy"])

@@ -191,6 +191,10 @@ pub struct Request {
     /// verl `tau_neg` (SAPO).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tau_neg: Option<f64>,
+    /// TRL `use_bias_correction_kl`: multiply each token's KL term by its importance
+    /// ratio (token or sequence level), the gradient going through the ratio too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub use_bias_correction_kl: Option<bool>,
     /// verl `rollout_is_weights`, per sequence or per token.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollout_is_weights: Option<Advantages>,

@@ -132,6 +132,8 @@ pub struct PolicyLossConfig {
     pub kl_clamp: bool,
     /// Whose rules decide the edge cases (see [`crate::math::convention`]).
     pub convention: Convention,
+    /// TRL's `use_bias_correction_kl`: each token's KL term times its importance ratio.
+    pub kl_bias_correction: bool,
 }
 
 impl Default for PolicyLossConfig {
@@ -148,6 +150,7 @@ impl Default for PolicyLossConfig {
             kl_estimator: KlEstimator::K3,
             kl_clamp: false,
             convention: Convention::Arlbook,
+            kl_bias_correction: false,
         }
     }
 }

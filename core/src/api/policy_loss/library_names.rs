@@ -11,6 +11,7 @@
 //! | SAPO temperatures | `sapo_tau_pos`, `sapo_tau_neg` | `sapo_temperature_pos`, `_neg` | `tau_pos`, `tau_neg` |
 //! | importance weights | `importance_weights` | `importance_sampling_ratio`, or `sampling_logp` with `vllm_importance_sampling_*` | `rollout_is_weights` |
 //! | off-policy mask | — | `off_policy_mask_threshold` | — |
+//! | KL bias correction | — | `use_bias_correction_kl` | — |
 //!
 //! TRL's `loss_type` maps to objective and reduction as `GRPOTrainer._compute_loss`
 //! does: `grpo` and `sapo` reduce by the per-sequence token mean over all rows, `bnpo`,
@@ -148,6 +149,7 @@ fn library_fields(request: &Request) -> (Vec<&'static str>, Vec<&'static str>) {
             "off_policy_mask_threshold",
             r.off_policy_mask_threshold.is_some(),
         ),
+        ("use_bias_correction_kl", r.use_bias_correction_kl.is_some()),
     ];
     let verl = [
         ("loss_agg_mode", r.loss_agg_mode.is_some()),
@@ -602,6 +604,7 @@ pub fn resolve(request: &Request) -> Result<(PolicyLossConfig, Option<Ragged<f64
         kl_estimator,
         kl_clamp,
         convention,
+        kl_bias_correction: r.use_bias_correction_kl.unwrap_or(false),
     };
     Ok((config, surrogate_multipliers(request)?))
 }

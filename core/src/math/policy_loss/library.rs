@@ -11,7 +11,8 @@
 //! (`per_token_loss * importance_sampling_ratio`) and verl (`pg_losses *
 //! rollout_is_weights`) apply them.
 //!
-//! After the pass, [`finish`] reweights the KL term, removes the slope of clamped
+//! After the pass, [`finish`] reweights the KL term (and multiplies it by the importance
+//! ratio under TRL's `use_bias_correction_kl`, the slope going through the ratio too), removes the slope of clamped
 //! log-ratios (`torch.clamp` passes no gradient outside its bounds; CISPO's gradient does
 //! not go through the ratio, so it keeps it), gives TRL's exact sequence-level gradient
 //! when advantages are per token (the mean of the row's token slopes, where verl uses
@@ -192,7 +193,8 @@ pub fn finish(
         && matches!(input.advantages, TokenAdvantages::PerToken(_));
     let clamps = plan.clamps_any(input, config)
         && matches!(config.objective, Objective::Ppo | Objective::Sapo);
-    if plan.kl_weights.is_some() || clamps || trl_sequence_per_token {
+    let bias_correction = config.kl_bias_correction && beta > 0.0;
+    if plan.kl_weights.is_some() || clamps || trl_sequence_per_token || bias_correction {
         regrade(
             plan,
             input,
@@ -225,6 +227,7 @@ fn regrade(
     let kl_weights = plan.kl_weights.as_deref().unwrap_or(&plan.pg_weights);
     let sequence_log_ratios = mean_log_ratios(input);
     let mut gradient = Vec::with_capacity(out.gradient.total_len());
+    let mut kl_values = Vec::new();
     for (i, row) in out.gradient.iter_rows().enumerate() {
         let slope_of_kl = |k: usize| -> f64 {
             input.ref_logp.map_or(0.0, |r| {
@@ -255,22 +258,49 @@ fn regrade(
             let mean = surrogate.iter().sum::<f64>() / surrogate.len() as f64;
             surrogate.fill(mean);
         }
+        let kl_row = out.kl_per_token.row(i);
+        let ratio_row = out.ratio.row(i);
+        // TRL's `use_bias_correction_kl`: kl_ik * c_ik with c the importance weight, the
+        // slope going through c too (dc/dlogp = q per token; s / L for each token of a
+        // row's sequence ratio s).
+        let corrected_slope = |k: usize| -> f64 {
+            let slope = slope_of_kl(k);
+            if !config.kl_bias_correction {
+                return slope;
+            }
+            let c = ratio_row[k];
+            match config.ratio_level {
+                RatioLevel::Token => slope * c + kl_row[k] * c,
+                RatioLevel::Sequence => {
+                    let row_sum: f64 = kl_row.iter().sum();
+                    slope * c + c * row_sum / kl_row.len() as f64
+                }
+            }
+        };
         gradient.extend(
             surrogate
                 .iter()
                 .enumerate()
-                .map(|(k, g)| g + beta * kl_weights[i] * slope_of_kl(k)),
+                .map(|(k, g)| g + beta * kl_weights[i] * corrected_slope(k)),
         );
+        if config.kl_bias_correction {
+            kl_values.extend(kl_row.iter().zip(ratio_row).map(|(kl, c)| kl * c));
+        }
     }
     out.gradient = input.logp.with_values(gradient)?;
-    if let Some(weights) = &plan.kl_weights {
+    if config.kl_bias_correction {
+        out.kl_per_token = input.logp.with_values(kl_values)?;
+    }
+    if plan.kl_weights.is_some() || config.kl_bias_correction {
         out.kl = out
             .kl_per_token
             .iter_rows()
-            .zip(weights)
+            .zip(kl_weights)
             .map(|(row, w)| w * row.iter().sum::<f64>())
             .sum();
         out.loss = out.pg_loss + beta * out.kl;
+    }
+    if let Some(weights) = &plan.kl_weights {
         out.kl_token_weights = Some(expand_row_weights(&input.logp.lengths(), weights)?);
     }
     let finite = out.loss.is_finite() && out.gradient.flat().iter().all(|g| g.is_finite());
@@ -424,6 +454,19 @@ mod tests {
             r["importance_sampling_level"] = json!("sequence");
             r["beta"] = json!(0.05);
             r["epsilon"] = json!(0.5);
+            assert_gradient_is_the_derivative(&r);
+        }
+    }
+
+    #[test]
+    fn trl_bias_corrected_kl_gradient_is_the_exact_derivative() {
+        for level in ["token", "sequence"] {
+            let mut r = batch();
+            r["advantages"] = json!([0.7, -0.4, 0.2]);
+            r["loss_type"] = json!("grpo");
+            r["importance_sampling_level"] = json!(level);
+            r["beta"] = json!(0.3);
+            r["use_bias_correction_kl"] = json!(true);
             assert_gradient_is_the_derivative(&r);
         }
     }
