@@ -366,6 +366,95 @@ def gae_cases():
           {"advantages": adv, "returns": [a + v for a, v in zip(adv, values)]})
 
 
+def verl_masked_whiten(x, mask, shift_mean=True):
+    """verl.utils.torch_functional.masked_whiten: masked_mean adds 1e-8 to the count."""
+    def mmean(v):
+        return (v * mask).sum() / (mask.sum() + 1e-8)
+    mean = mmean(x)
+    var = mmean((x - mean) ** 2) * (mask.sum() / (mask.sum() - 1))
+    out = (x - mean) / np.sqrt(var + 1e-8)
+    return (out if shift_mean else out + mean), mean, var
+
+
+def trl_masked_whiten(x, mask, shift_mean=True):
+    """trl masked_whiten: an exact masked count."""
+    def mmean(v):
+        return (v * mask).sum() / mask.sum()
+    mean = mmean(x)
+    var = mmean((x - mean) ** 2) * (mask.sum() / (mask.sum() - 1))
+    out = (x - mean) / np.sqrt(var + 1e-8)
+    return (out if shift_mean else out + mean), mean, var
+
+
+def verl_batch_gae(rewards, values, mask, gamma, lam, shift_mean=True):
+    """verl compute_gae_advantage_return, vectorised over the batch as the torch code is."""
+    next_values = np.zeros(rewards.shape[0])
+    last = np.zeros(rewards.shape[0])
+    reversed_adv = []
+    for t in reversed(range(rewards.shape[1])):
+        delta = rewards[:, t] + gamma * next_values - values[:, t]
+        last_ = delta + gamma * lam * last
+        next_values = values[:, t] * mask[:, t] + (1 - mask[:, t]) * next_values
+        last = last_ * mask[:, t] + (1 - mask[:, t]) * last
+        reversed_adv.append(last)
+    adv = np.stack(reversed_adv[::-1], axis=1)
+    returns = adv + values
+    adv, mean, var = verl_masked_whiten(adv, mask, shift_mean)
+    return adv, returns, mean, var
+
+
+def trl_batch_gae(rewards, values, padding, gamma, lam):
+    """trl PPOTrainer's GAE loop, then masked_whiten(~padding) and zero at padding."""
+    last = 0.0
+    reversed_adv = []
+    length = rewards.shape[1]
+    for t in reversed(range(length)):
+        next_values = values[:, t + 1] if t < length - 1 else 0.0
+        delta = rewards[:, t] + gamma * next_values - values[:, t]
+        last = delta + gamma * lam * last
+        reversed_adv.append(last)
+    adv = np.stack(reversed_adv[::-1], axis=1)
+    returns = adv + values
+    adv, mean, var = trl_masked_whiten(adv, (~padding).astype(np.float64))
+    adv = np.where(padding, 0.0, adv)
+    return adv, returns, mean, var
+
+
+def batch_gae_cases():
+    b, t = 4, 7
+    for shift_mean in (True, False):
+        rewards = RNG.normal(0, 1, size=(b, t))
+        values = RNG.normal(0, 1, size=(b, t))
+        lengths = [7, 5, 3, 6]
+        mask = np.zeros((b, t))
+        for i, n in enumerate(lengths):
+            mask[i, :n] = 1.0
+        # Observation tokens inside two multi-turn responses.
+        mask[0, 2] = mask[0, 3] = 0.0
+        mask[3, 1] = 0.0
+        adv, ret, mean, var = verl_batch_gae(rewards, values, mask, 0.99, 0.95, shift_mean)
+        name = "shift" if shift_mean else "keep_mean"
+        write(f"conv_verl_gae_batch_{name}", "gae",
+              "verl compute_gae_advantage_return + masked_whiten(shift_mean=%s)" % shift_mean,
+              {"rewards": rewards.tolist(), "values": values.tolist(),
+               "response_mask": mask.tolist(), "gamma": 0.99, "lam": 0.95,
+               "shift_mean": shift_mean},
+              {"advantages": adv.tolist(), "returns": ret.tolist(),
+               "whitening": {"mean": float(mean), "var": float(var)}, "convention": "verl"})
+    rewards = RNG.normal(0, 1, size=(b, t))
+    values = RNG.normal(0, 1, size=(b, t))
+    padding = np.zeros((b, t), dtype=bool)
+    for i, n in enumerate([7, 2, 4, 5]):
+        padding[i, n:] = True
+    rewards = np.where(padding, 0.0, rewards)
+    adv, ret, mean, var = trl_batch_gae(rewards, values, padding, 1.0, 0.95)
+    write("conv_trl_gae_batch", "gae", "trl PPOTrainer GAE + masked_whiten + masked_fill",
+          {"rewards": rewards.tolist(), "values": values.tolist(),
+           "padding_mask": padding.tolist(), "gamma": 1.0, "lam": 0.95},
+          {"advantages": adv.tolist(), "returns": ret.tolist(),
+           "whitening": {"mean": float(mean), "var": float(var)}, "convention": "trl"})
+
+
 def trl_policy_cases():
     specs = [
         ("grpo", "token", {}),
@@ -634,6 +723,46 @@ def verl_actor_loss(logp, old, ref, adv, mask, loss_mode, loss_agg_mode, clip_ra
     return float(pg + kl_loss_coef * kl), float(pg), float(kl), metrics
 
 
+def entropy_from_logits(logits):
+    z = logits - logits.max(-1, keepdims=True)
+    logp = z - np.log(np.exp(z).sum(-1, keepdims=True))
+    return -(np.exp(logp) * logp).sum(-1)
+
+
+def entropy_cases():
+    """The entropy bonus: TRL (token mean over the batch) and verl (by loss_agg_mode)."""
+    rng = np.random.default_rng(31)
+    vocab = 5
+    lengths = [3, 1, 4, 2]
+    logp = [list(-rng.uniform(0.05, 3.0, size=l)) for l in lengths]
+    old = [[min(0.0, x + rng.normal(0.0, 0.3)) for x in row] for row in logp]
+    logits = [[list(rng.normal(0, 2, size=vocab)) for _ in range(l)] for l in lengths]
+    adv = rng.normal(0, 1, size=len(lengths))
+    lp, mask = pad(logp)
+    ol, _ = pad(old)
+    ent = np.zeros_like(mask)
+    for i, row in enumerate(logits):
+        for k, z in enumerate(row):
+            ent[i, k] = entropy_from_logits(np.array(z))
+    coef = 0.01
+    loss, _ = trl_compute_loss(lp, ol, None, adv, mask, "grpo", epsilon=0.2)
+    trl_entropy = float((ent * mask).sum() / mask.sum())
+    req = ragged_request(logp, old)
+    req.update({"advantages": list(adv), "loss_type": "grpo", "logits": logits, "entropy_coef": coef})
+    write("conv_trl_entropy_grpo", "policy-loss", "TRL GRPOTrainer entropy_coef (token mean)", req,
+          {"loss": loss - coef * trl_entropy, "entropy": trl_entropy, "convention": "trl"})
+    adv_tok = adv[:, None] * np.ones_like(mask)
+    loss, pg, _, _ = verl_actor_loss(lp, ol, None, adv_tok, mask, "gspo", "token-mean",
+                                      clip_ratio_low=0.2, clip_ratio_high=0.2)
+    verl_entropy = float(verl_agg_exact(ent, mask, "token-mean"))
+    req = ragged_request(logp, old)
+    req.update({"advantages": list(adv), "loss_mode": "gspo", "loss_agg_mode": "token-mean",
+                "logits": logits, "entropy_coeff": coef})
+    write("conv_verl_entropy_gspo", "policy-loss",
+          "verl dp_actor entropy_coeff, entropy by loss_agg_mode (the pg term forced to seq-mean-token-mean)",
+          req, {"loss": loss - coef * verl_entropy, "entropy": verl_entropy, "convention": "verl"})
+
+
 def convention_cases():
     rng = np.random.default_rng(20261202)
 
@@ -815,6 +944,7 @@ def convention_cases():
                "reward_clip_range": [0.2, 2.5], "beta": 0.05, "sequence_kl": kl.tolist(),
                "normalize_advantages": normalize},
               {"advantages": adv.tolist(), "convention": "trl"})
+    entropy_cases()
     equal = [list(rng.integers(0, 2, size=4).astype(float)) for _ in range(5)]
     for scale in ("group", "batch", "none"):
         write(f"conv_trl_adv_{scale}", "group-advantages", "TRL GRPOTrainer scale_rewards=" + scale,
@@ -831,6 +961,7 @@ def main():
     trl_policy_cases()
     verl_policy_cases()
     convention_cases()
+    batch_gae_cases()
     print("wrote", len(os.listdir(OUT)), "fixtures to", os.path.normpath(OUT))
 
 

@@ -152,7 +152,15 @@ async fn loss(request: Value, ctx: &GpuContext) -> Attempt {
     let (input, config, pg_scale) = policy_loss::inputs(&request)?;
     loss_math::validate(&input, &config)?;
     match gpu::policy_loss::policy_loss_scaled(ctx, &input, &config, pg_scale.as_ref()).await {
-        Ok(out) => to_value(&policy_loss::respond(out)).map(Ok),
+        Ok(out) => {
+            let response = policy_loss::respond(out);
+            to_value(&policy_loss::with_entropy(
+                &request,
+                config.convention,
+                response,
+            )?)
+            .map(Ok)
+        }
         Err(e) => Ok(Err(e)),
     }
 }

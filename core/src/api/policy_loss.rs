@@ -6,7 +6,9 @@ use serde::{Deserialize, Serialize};
 use crate::Ragged;
 use crate::api::Entry;
 use crate::error::Result;
-use crate::math::convention::Convention;
+use crate::error::{FieldError, check};
+use crate::math::convention::{Convention, one_of};
+use crate::math::entropy::entropy_term;
 use crate::math::kl::KlEstimator;
 use crate::math::policy_loss::{
     ClipFraction, Objective, PolicyLoss, PolicyLossConfig, PolicyLossInput, RatioLevel,
@@ -191,6 +193,18 @@ pub struct Request {
     /// verl `tau_neg` (SAPO).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tau_neg: Option<f64>,
+    /// Logits of every token's distribution, `[sequence][token][vocabulary]`, shaped like
+    /// `logp` (for the entropy bonus).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub logits: Option<Vec<Vec<Vec<f64>>>>,
+    /// Entropy coefficient: `loss -= entropy_coef * entropy`, the entropy reduced like
+    /// the KL term (TRL: the mean over tokens). Needs `logits`. Default 0. verl:
+    /// `entropy_coeff`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entropy_coef: Option<f64>,
+    /// verl `entropy_coeff`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entropy_coeff: Option<f64>,
     /// TRL `use_bias_correction_kl`: multiply each token's KL term by its importance
     /// ratio (token or sequence level), the gradient going through the ratio too.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -237,6 +251,17 @@ pub struct Response {
     /// `d loss / d logp_ik` (stop-gradient weight for `cispo`; GSPO's token form at
     /// sequence level).
     pub gradient: Ragged<f64>,
+    /// The reduced entropy of the token distributions (with `logits`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entropy: Option<f64>,
+    /// Each token's entropy in nats (with `logits`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entropy_per_token: Option<Ragged<f64>>,
+    /// `d loss / d logits` through the entropy term, `[sequence][token][vocabulary]`
+    /// (with `logits`; the surrogate's and KL's path through the logits is `gradient`
+    /// times `d logp / d logits`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entropy_gradient: Option<Vec<Vec<Vec<f64>>>>,
     /// The convention that computed this: `arlbook`, `trl` or `verl`.
     pub convention: Convention,
 }
@@ -279,6 +304,9 @@ pub fn respond(out: PolicyLoss) -> Response {
         pg_loss_per_token: out.pg_loss_per_token,
         kl_per_token: out.kl_per_token,
         gradient: out.gradient,
+        entropy: None,
+        entropy_per_token: None,
+        entropy_gradient: None,
         convention: out.convention,
     }
 }
@@ -292,12 +320,47 @@ impl Entry for PolicyLossEntry {
 
     fn compute(request: &Request) -> Result<Response> {
         let (input, config, pg_scale) = inputs(request)?;
-        Ok(respond(policy_loss_scaled(
-            &input,
-            &config,
-            pg_scale.as_ref(),
-        )?))
+        let response = respond(policy_loss_scaled(&input, &config, pg_scale.as_ref())?);
+        with_entropy(request, config.convention, response)
     }
+}
+
+/// Adds the entropy bonus of `request` (when it has `logits`) to a computed response.
+pub fn with_entropy(
+    request: &Request,
+    convention: Convention,
+    mut response: Response,
+) -> Result<Response> {
+    let coef = one_of(&[
+        ("entropy_coef", request.entropy_coef),
+        ("entropy_coeff", request.entropy_coeff),
+    ])?;
+    let Some(logits) = &request.logits else {
+        if coef.is_some_and(|c| c != 0.0) {
+            return Err(FieldError::new(
+                "logits",
+                "are required with an entropy coefficient (the entropy comes from them)",
+            ));
+        }
+        return Ok(response);
+    };
+    let coef = check::finite("entropy_coef", coef.unwrap_or(0.0))?;
+    let weights = match convention {
+        Convention::Trl => {
+            let tokens = (response.token_weights.total_len() as f64).max(1.0);
+            response.token_weights.map(|_| 1.0 / tokens)
+        }
+        Convention::Arlbook | Convention::Verl => response
+            .kl_token_weights
+            .clone()
+            .unwrap_or_else(|| response.token_weights.clone()),
+    };
+    let term = entropy_term(logits, &weights, coef)?;
+    response.loss -= coef * term.reduced;
+    response.entropy = Some(term.reduced);
+    response.entropy_per_token = Some(term.per_token);
+    response.entropy_gradient = Some(term.gradient);
+    Ok(response)
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@
 //! Pardo et al. 2018 on time limits). Entry `gae`. The value estimates are drawn from
 //! `RandomStream::new(seed, 0)`, one `uniform_f32` per step, in step order.
 
-use arlbook_core::api::gae::{GaeEntry, Request};
+use arlbook_core::api::gae::{GaeEntry, Request, Series};
 use arlbook_core::error::FieldError;
 use arlbook_core::rng::RandomStream;
 use plotters::coord::Shift;
@@ -80,18 +80,24 @@ impl Figure for Gae {
             rewards[steps - 1] = 1.0;
         }
         let response = compute::<GaeEntry>(&Request {
-            rewards: rewards.clone(),
-            values: values.clone(),
+            rewards: Series::One(rewards.clone()),
+            values: Series::One(values.clone()),
             gamma: state.number("gamma")?,
-            lambda: state.number("lambda")?,
+            lambda: Some(state.number("lambda")?),
+            lam: None,
             terminated: (!truncated).then_some(true),
             truncated: truncated.then_some(true),
             bootstrap_value: truncated.then(|| state.number("bootstrap")).transpose()?,
+            response_mask: None,
+            padding_mask: None,
+            whiten: None,
+            shift_mean: None,
+            convention: None,
         })?;
         Ok(Output {
-            advantages: response.advantages,
-            returns: response.returns,
-            final_value: response.final_value,
+            advantages: response.advantages.into_one(),
+            returns: response.returns.into_one(),
+            final_value: response.final_value.unwrap_or(0.0),
             rewards,
             values,
         })

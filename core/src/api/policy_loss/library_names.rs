@@ -12,6 +12,7 @@
 //! | importance weights | `importance_weights` | `importance_sampling_ratio`, or `sampling_logp` with `vllm_importance_sampling_*` | `rollout_is_weights` |
 //! | off-policy mask | — | `off_policy_mask_threshold` | — |
 //! | KL bias correction | — | `use_bias_correction_kl` | — |
+//! | entropy bonus (with `logits`) | `entropy_coef` | `entropy_coef` (token mean) | `entropy_coeff` (by `loss_agg_mode`) |
 //!
 //! TRL's `loss_type` maps to objective and reduction as `GRPOTrainer._compute_loss`
 //! does: `grpo` and `sapo` reduce by the per-sequence token mean over all rows, `bnpo`,
@@ -164,6 +165,7 @@ fn library_fields(request: &Request) -> (Vec<&'static str>, Vec<&'static str>) {
         ("tau_pos", r.tau_pos.is_some()),
         ("tau_neg", r.tau_neg.is_some()),
         ("rollout_is_weights", r.rollout_is_weights.is_some()),
+        ("entropy_coeff", r.entropy_coeff.is_some()),
     ];
     let present = |names: &[(&'static str, bool)]| -> Vec<&'static str> {
         names.iter().filter(|(_, p)| *p).map(|(n, _)| *n).collect()
