@@ -455,6 +455,55 @@ def batch_gae_cases():
            "whitening": {"mean": float(mean), "var": float(var)}, "convention": "trl"})
 
 
+def trl_rloo_loss(logp, old, adv, mask, epsilon=0.2, epsilon_high=None):
+    """trl RLOOTrainer._compute_loss: whole-sequence log-probabilities, one loss each."""
+    eps_high = epsilon if epsilon_high is None else epsilon_high
+    logps = (logp * mask).sum(1)
+    old_logps = (old * mask).sum(1)
+    coef_1 = np.exp(logps - old_logps)
+    coef_2 = np.clip(coef_1, 1 - epsilon, 1 + eps_high)
+    per_sequence = -np.minimum(coef_1 * adv, coef_2 * adv)
+    loss = per_sequence.mean()
+    low = ((coef_1 < 1 - epsilon) & (adv < 0)).mean()
+    high = ((coef_1 > 1 + eps_high) & (adv > 0)).mean()
+    # d loss / d logp_ik: torch's min passes the slope of the unclipped branch where it
+    # is selected, and the clamp none outside its bounds.
+    unclipped = coef_1 * adv <= coef_2 * adv
+    in_band = (coef_1 >= 1 - epsilon) & (coef_1 <= 1 + eps_high)
+    slope = np.where(unclipped | in_band, -adv * coef_1, 0.0) / len(adv)
+    grad = slope[:, None] * mask
+    return float(loss), float(low), float(high), grad
+
+
+def rloo_loss_cases():
+    specs = [
+        ("rloo_ragged", [4, 1, 6, 3, 2], 0.2, None, 0.15),
+        ("rloo_empty_row", [3, 0, 5, 2], 0.2, 0.28, 0.2),
+        ("rloo_extreme", [6, 6, 6, 6], 0.2, None, 0.6),
+    ]
+    for name, lengths, eps, eps_high, spread in specs:
+        logp, old, _ = random_logps(lengths, spread)
+        if name == "rloo_extreme":
+            # Two rows whose new policy is the likelier one, so the upper clip bites too.
+            logp[0], old[0] = old[0], logp[0]
+            logp[1], old[1] = old[1], logp[1]
+        adv = RNG.normal(0, 1, size=len(lengths))
+        lp, mask = pad(logp)
+        ol, _ = pad(old)
+        if name == "rloo_extreme":
+            # Advantages whose sign matches the ratio's side, so both clips bite.
+            sums = ((lp - ol) * mask).sum(1)
+            adv = np.abs(adv) * np.sign(sums)
+        loss, low, high, grad = trl_rloo_loss(lp, ol, adv, mask, eps, eps_high)
+        req = ragged_request(logp, old)
+        req.update({"advantages": list(map(float, adv)), "loss_type": "rloo", "epsilon": eps})
+        if eps_high is not None:
+            req["epsilon_high"] = eps_high
+        write(f"conv_trl_{name}", "policy-loss", "trl RLOOTrainer._compute_loss", req,
+              {"loss": loss, "pg_loss": loss, "clip_fraction": {"low": low, "high": high},
+               "gradient": unpad(grad, lengths), "convention": "trl"})
+
+
 def trl_policy_cases():
     specs = [
         ("grpo", "token", {}),
@@ -962,6 +1011,7 @@ def main():
     verl_policy_cases()
     convention_cases()
     batch_gae_cases()
+    rloo_loss_cases()
     print("wrote", len(os.listdir(OUT)), "fixtures to", os.path.normpath(OUT))
 
 

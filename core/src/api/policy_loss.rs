@@ -93,8 +93,9 @@ pub struct Request {
     /// `ppo` (default), `cispo` or `sapo`. TRL: `loss_type`; verl: `loss_mode`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub objective: Option<Objective>,
-    /// `token` (default) or `sequence` (GSPO; alias `gspo`). TRL:
-    /// `importance_sampling_level`; verl: `loss_mode = "gspo"`.
+    /// `token` (default), `sequence` (GSPO; alias `gspo`) or `sequence-sum` (the ratio of
+    /// whole sequences and one loss per sequence, TRL's RLOO; no `reduction`). TRL:
+    /// `importance_sampling_level`, `loss_type = "rloo"`; verl: `loss_mode = "gspo"`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ratio_level: Option<RatioLevel>,
     /// SAPO temperature for positive advantages, `> 0`. Default 1.0. TRL:
@@ -110,8 +111,9 @@ pub struct Request {
     /// `importance_sampling_ratio`; verl: `rollout_is_weights`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub importance_weights: Option<Advantages>,
-    /// TRL `loss_type`: `grpo`, `bnpo`, `dr_grpo`, `dapo` (TRL's default), `cispo`, `sapo`
-    /// or `luspo`; sets the objective and the reduction as TRL does.
+    /// TRL `loss_type`: `grpo`, `bnpo`, `dr_grpo`, `dapo` (TRL's default), `cispo`, `sapo`,
+    /// `luspo`, or `rloo` (`RLOOTrainer`'s loss); sets the objective and the reduction as
+    /// TRL does.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub loss_type: Option<TrlLossType>,
     /// TRL `epsilon` (lower clip width; also the upper one unless `epsilon_high`).
@@ -422,5 +424,24 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(err.field, "reduction");
+    }
+
+    #[test]
+    fn rloo_refuses_a_reduction_and_counts_empty_rows() {
+        let err = compute(
+            "policy-loss",
+            json!({"logp": [[-1.0]], "old_logp": [[-1.0]], "advantages": [1.0],
+                   "loss_type": "rloo", "reduction": "token-mean"}),
+        )
+        .unwrap_err();
+        assert_eq!(err.field, "reduction");
+        let out = compute(
+            "policy-loss",
+            json!({"logp": [[-1.0], []], "old_logp": [[-1.0], []], "advantages": [1.0, 2.0],
+                   "loss_type": "rloo"}),
+        )
+        .unwrap();
+        assert_eq!(out["loss"], json!(-1.5));
+        assert_eq!(out["convention"], "trl");
     }
 }

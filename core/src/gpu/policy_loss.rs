@@ -152,6 +152,12 @@ pub async fn policy_loss_chunked(
     chunk_tokens: usize,
 ) -> Result<PolicyLoss, GpuError> {
     let chunk_tokens = chunk_tokens.max(1);
+    if config.ratio_level == RatioLevel::SequenceSum {
+        return Err(GpuError::Unsupported(
+            "a whole-sequence ratio (sequence-sum) has one loss per sequence; the CPU computes it"
+                .to_string(),
+        ));
+    }
     let plan =
         library::plan(original, config, pg_scale).map_err(|e| GpuError::TooLarge(e.to_string()))?;
     if plan.clamps_any(original, config) {

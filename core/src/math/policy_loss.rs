@@ -6,6 +6,7 @@
 //! ```text
 //! ratio   q_ik = exp(x_ik)                                    (ratio_level = token)
 //!         q_ik = s_i = exp(mean_k x_ik)                       (ratio_level = sequence, GSPO)
+//!         r_i = exp(sum_k x_ik), one loss per sequence        (ratio_level = sequence-sum, RLOO)
 //! ppo     l_ik = -min(q A, clip(q, 1-eps_low, 1+eps_high) A)  [dual clip: for A < 0, -max(., c A)]
 //! cispo   l_ik = -sg[clip(q, 1-eps_low, 1+eps_high)] A logp_ik
 //! sapo    l_ik = -(4 / tau) sigmoid(tau (q - 1)) A,  tau = tau_pos if A > 0 else tau_neg
@@ -32,23 +33,26 @@
 //! loss value.
 //!
 //! ## Clip fractions
-//! Fractions of all valid tokens: `low` = `q < 1 - eps_low` with `A < 0`; `high` =
-//! `q > 1 + eps_high` with `A > 0`; `dual` = `q > c` with `A < 0` (dual clip set);
-//! `total` = their sum. Under `ppo` these are exactly the tokens whose gradient the clip
-//! zeroes. They match TRL's `is_low_clipped` / `is_high_clipped` (which also require the
-//! advantage sign). verl's `pg_clipfrac` instead counts every token where the clipped
-//! term is selected strictly, and `pg_clipfrac_lower` counts dual-clipped tokens. At
-//! sequence level TRL averages its clip metrics over sequences, here over tokens. The
-//! same conditions are reported for `cispo` and `sapo`, where they mark tokens outside
-//! the band on the side that matters rather than zeroed gradients.
+//! Under arlbook's rules, fractions of all valid tokens: `low` = `q < 1 - eps_low` with
+//! `A < 0`; `high` = `q > 1 + eps_high` with `A > 0`; `dual` = `q > c` with `A < 0`
+//! (dual clip set); `total` = their sum. Under `ppo` these are exactly the tokens whose
+//! gradient the clip zeroes; for `cispo` and `sapo` they mark tokens outside the band on
+//! the side that matters. Under a library's convention they are counted as that library
+//! counts them (TRL: sign-gated, over sequences at sequence level, none for SAPO,
+//! CISPO's `coef > epsilon_high`; verl: `pg_clipfrac` = `low + high` over every token
+//! where the clipped term is selected, `pg_clipfrac_lower` = `dual`); see
+//! [`library`].
 //!
-//! ## Not reproduced
-//! verl clamps the log ratio to `[-20, 20]` (and GSPO's to at most 10) before `exp`;
-//! here the ratio is exact and an overflow is an error. verl forces
-//! `seq-mean-token-mean` for `gspo` and `sapo` regardless of `loss_agg_mode`; here the
-//! reduction is always the one requested. TRL's CISPO clamps the ratio at an absolute
-//! `epsilon_high` (e.g. 5) with no lower bound: that is `eps_low = 1`,
-//! `eps_high = epsilon_high - 1` here.
+//! ## Conventions
+//! Under arlbook's names the ratio is exact (an overflow is an error) and the reduction is
+//! always the one requested. The libraries' own behaviour is reproduced under their
+//! names ([`library`]): verl clamps the log-ratio to `[-20, 20]` (GSPO's sequence
+//! log-ratio to at most 10) with no slope where clamped, and reduces GSPO's and SAPO's
+//! surrogate by `seq-mean-token-mean` whatever `loss_agg_mode` says; TRL counts empty
+//! completions in its per-sequence means and gives the exact sequence-level gradient
+//! with per-token advantages. TRL's CISPO caps the ratio at an absolute `epsilon_high`
+//! (e.g. 5) with no lower bound, which is `eps_low = 1`, `eps_high = epsilon_high - 1`
+//! in arlbook's names.
 
 use serde::{Deserialize, Serialize};
 
@@ -82,6 +86,10 @@ pub enum RatioLevel {
     /// One ratio per sequence, the geometric mean of its token ratios (GSPO).
     #[serde(alias = "gspo")]
     Sequence,
+    /// One ratio per sequence, the product of its token ratios, and one loss per
+    /// sequence averaged over all sequences (TRL's RLOO; see [`sequence_sum`]).
+    #[serde(rename = "sequence-sum")]
+    SequenceSum,
 }
 
 /// Advantages per sequence (outcome rewards) or per token.
@@ -384,6 +392,30 @@ fn sequence_ratios(logp: &Ragged<f64>, old_logp: &Ragged<f64>, limit: f64) -> Ve
         .collect()
 }
 
+/// What a whole-sequence ratio (TRL's RLOO) cannot be combined with.
+fn check_sequence_sum(config: &PolicyLossConfig, pg_scale: Option<&Ragged<f64>>) -> Result<()> {
+    if config.objective != Objective::Ppo {
+        return Err(FieldError::new(
+            "objective",
+            "a whole-sequence ratio (sequence-sum, TRL's RLOO) takes the ppo objective",
+        ));
+    }
+    if config.beta > 0.0 {
+        return Err(FieldError::new(
+            "beta",
+            "TRL's RLOO has no KL term in its loss: it subtracts beta x sum(old - ref) from \
+             the reward (group-advantages with beta and sequence_kl)",
+        ));
+    }
+    if pg_scale.is_some() {
+        return Err(FieldError::new(
+            "importance_weights",
+            "are per token; a whole-sequence ratio (sequence-sum) has one loss per sequence",
+        ));
+    }
+    Ok(())
+}
+
 /// The error for a ratio that overflowed, naming its token.
 fn overflow_error(logp: &Ragged<f64>, ratio: &[f64]) -> FieldError {
     let flat = ratio.iter().position(|v| !v.is_finite()).unwrap_or(0);
@@ -416,11 +448,16 @@ pub fn policy_loss_scaled(
     // anything fails, the full `validate` runs, so the error reported is the one its
     // order gives.
     let first_failure = |error: FieldError| validate(input, config).err().unwrap_or(error);
+    if config.ratio_level == RatioLevel::SequenceSum {
+        validate(input, config)?;
+        check_sequence_sum(config, pg_scale)?;
+        return sequence_sum::sequence_sum_loss(input, config);
+    }
     validate_with(input, config, true).map_err(first_failure)?;
     let plan = library::plan(input, config, pg_scale).map_err(first_failure)?;
     let weights = &plan.pg_weights;
     let sequence_level = match config.ratio_level {
-        RatioLevel::Token => None,
+        RatioLevel::Token | RatioLevel::SequenceSum => None,
         RatioLevel::Sequence => Some(sequence_ratios(
             input.logp,
             input.old_logp,
@@ -487,6 +524,7 @@ pub fn policy_loss_scaled(
 }
 
 pub mod library;
+pub mod sequence_sum;
 mod token_pass;
 use token_pass::RatioSource;
 

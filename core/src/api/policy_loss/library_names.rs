@@ -18,7 +18,10 @@
 //! does: `grpo` and `sapo` reduce by the per-sequence token mean over all rows, `bnpo`,
 //! `dapo` and `cispo` by the token mean, `dr_grpo` by `N * max_completion_length`, and
 //! `luspo` (sequence ratios only) by the mean over rows of the row's token sum. TRL's
-//! `cispo` clamps the ratio at `epsilon_high` itself with no lower bound.
+//! `cispo` clamps the ratio at `epsilon_high` itself with no lower bound. `rloo` names
+//! `RLOOTrainer._compute_loss` (that trainer has no `loss_type`): the whole-sequence
+//! ratio `exp(sum of log-ratios)` and the mean of per-completion losses over all
+//! completions, an empty one counting with ratio 1.
 
 use serde::{Deserialize, Serialize};
 
@@ -49,6 +52,9 @@ pub enum TrlLossType {
     Sapo,
     /// Sequence ratio, mean over rows of the row's token sum.
     Luspo,
+    /// `RLOOTrainer`'s loss (it has no `loss_type`; this names it): the ratio of whole
+    /// sequences, `exp(sum of log-ratios)`, one loss per completion, mean over all.
+    Rloo,
 }
 
 /// TRL's `vllm_importance_sampling_mode`.
@@ -209,6 +215,12 @@ fn objective_and_level(request: &Request) -> Result<(Objective, RatioLevel, Opti
                     Objective::Ppo,
                     Some(RatioLevel::Sequence),
                     Some(Reduction::SeqMeanTokenSum),
+                ),
+                TrlLossType::Rloo => (
+                    "loss_type",
+                    Objective::Ppo,
+                    Some(RatioLevel::SequenceSum),
+                    None,
                 ),
             }),
             (None, Some(m)) => Some(match m {
@@ -541,6 +553,22 @@ pub fn resolve(request: &Request) -> Result<(PolicyLossConfig, Option<Ragged<f64
             "beta",
             "TRL's `luspo` adds the KL term after its sequence reduction and so averages \
              it over padded positions, which a ragged batch does not have; use beta = 0",
+        ));
+    }
+    if ratio_level == RatioLevel::SequenceSum
+        && let Some(name) = [
+            ("reduction", r.reduction.is_some()),
+            ("loss_agg_mode", r.loss_agg_mode.is_some()),
+            ("constant", r.constant.is_some()),
+            ("max_completion_length", r.max_completion_length.is_some()),
+        ]
+        .iter()
+        .find_map(|&(n, given)| given.then_some(n))
+    {
+        return Err(FieldError::new(
+            name,
+            "does not apply to a whole-sequence ratio (TRL's RLOO): its loss is the mean of \
+             one loss per completion over all completions",
         ));
     }
     let reduction = match named_reduction {

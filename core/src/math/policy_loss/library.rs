@@ -76,6 +76,7 @@ impl Plan {
                         .iter()
                         .any(|&x| x > self.sequence_log_ratio_limit)
             }
+            RatioLevel::SequenceSum => false,
         }
     }
 }
@@ -271,6 +272,8 @@ fn regrade(
             let c = ratio_row[k];
             match config.ratio_level {
                 RatioLevel::Token => slope * c + kl_row[k] * c,
+                // A whole-sequence ratio has no KL term (refused before the pass).
+                RatioLevel::SequenceSum => slope,
                 RatioLevel::Sequence => {
                     let row_sum: f64 = kl_row.iter().sum();
                     slope * c + c * row_sum / kl_row.len() as f64
