@@ -504,6 +504,65 @@ def rloo_loss_cases():
                "gradient": unpad(grad, lengths), "convention": "trl"})
 
 
+def vespo_loss(logp, old, ref, adv, mask, loss_agg_mode, k_pos=2.0, lambda_pos=3.0, k_neg=3.0,
+               lambda_neg=2.0, rollout_is_weights=None, kl_loss_coef=0.0, kl_loss_type="low_var_kl"):
+    """compute_policy_loss_vespo of the VESPO verl recipe, plus dp_actor's KL term."""
+    log_ratio = np.clip(logp - old, -20.0, 20.0)
+    seq_log_ratio = (log_ratio * mask).sum(-1)
+    combined = seq_log_ratio
+    if rollout_is_weights is not None:
+        log_tis = np.clip(np.log(np.maximum(rollout_is_weights, 1e-8)), -20.0, 20.0)
+        combined = seq_log_ratio + (log_tis * mask).sum(-1)
+    w = np.exp(np.clip(combined, -20.0, 20.0))
+    seq_adv = adv[:, 0]
+    pos = (seq_adv >= 0).astype(float)
+    k = pos * k_pos + (1 - pos) * k_neg
+    lam = np.maximum(pos * lambda_pos + (1 - pos) * lambda_neg, 1e-4)
+    phi = np.exp(lam + k * np.log(np.maximum(w, 1e-8)) - lam * w)
+    phi = np.nan_to_num(phi, nan=0.0, posinf=0.0, neginf=0.0)
+    loss_mat = -phi[:, None] * adv * logp
+    pg = verl_agg_exact(loss_mat, mask, loss_agg_mode)
+    kl = 0.0
+    if kl_loss_coef != 0.0:
+        kl = verl_agg_exact(verl_kl(logp, ref, kl_loss_type), mask, loss_agg_mode)
+    approx_kl = (-seq_log_ratio / np.maximum(mask.sum(-1), 1)).mean()
+    return float(pg + kl_loss_coef * kl), float(pg), float(approx_kl)
+
+
+def vespo_cases():
+    specs = [
+        ("vespo_token_mean", "token-mean", {}, False, 0.0),
+        ("vespo_seq_mean_kernel_is_kl", "seq-mean-token-mean",
+         {"k_pos": 1.5, "lambda_pos": 2.0, "k_neg": 4.0, "lambda_neg": 2.5}, True, 0.02),
+        ("vespo_far_off_policy", "seq-mean-token-sum", {}, False, 0.0),
+    ]
+    for name, agg, kernel, with_is, kl_coef in specs:
+        lengths = random_lengths(5, 2, 8)
+        spread = 0.9 if name == "vespo_far_off_policy" else 0.08
+        logp, old, ref = random_logps(lengths, spread)
+        adv = RNG.normal(0, 1, size=len(lengths))
+        lp, mask = pad(logp)
+        ol, _ = pad(old)
+        rf, _ = pad(ref)
+        adv_tok = np.repeat(adv[:, None], lp.shape[1], axis=1)
+        req = ragged_request(logp, old, ref if kl_coef else None)
+        req.update({"advantages": list(map(float, adv)), "loss_mode": "vespo",
+                    "loss_agg_mode": agg})
+        kwargs = dict(kernel)
+        if kernel:
+            req["vespo"] = kernel
+        if with_is:
+            w_rows = [list(RNG.uniform(0.7, 1.3, size=l)) for l in lengths]
+            req["rollout_is_weights"] = w_rows
+            kwargs["rollout_is_weights"], _ = pad(w_rows, fill=1.0)
+        if kl_coef:
+            req["kl_loss_coef"] = kl_coef
+            kwargs["kl_loss_coef"] = kl_coef
+        loss, pg, approx_kl = vespo_loss(lp, ol, rf, adv_tok, mask, agg, **kwargs)
+        write(f"conv_verl_{name}", "policy-loss", "VESPO recipe compute_policy_loss_vespo (+ dp_actor KL)",
+              req, {"loss": loss, "pg_loss": pg, "ppo_kl": approx_kl, "convention": "verl"})
+
+
 def trl_policy_cases():
     specs = [
         ("grpo", "token", {}),
@@ -1012,6 +1071,7 @@ def main():
     convention_cases()
     batch_gae_cases()
     rloo_loss_cases()
+    vespo_cases()
     print("wrote", len(os.listdir(OUT)), "fixtures to", os.path.normpath(OUT))
 
 

@@ -10,6 +10,7 @@ use crate::error::{FieldError, check};
 use crate::math::convention::{Convention, one_of};
 use crate::math::entropy::entropy_term;
 use crate::math::kl::KlEstimator;
+use crate::math::policy_loss::vespo::VespoKernel;
 use crate::math::policy_loss::{
     ClipFraction, Objective, PolicyLoss, PolicyLossConfig, PolicyLossInput, RatioLevel,
     TokenAdvantages, policy_loss_scaled,
@@ -90,7 +91,7 @@ pub struct Request {
     /// Apply verl's `low_var_kl` clamps to k3. Default false (verl: true).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kl_clamp: Option<bool>,
-    /// `ppo` (default), `cispo` or `sapo`. TRL: `loss_type`; verl: `loss_mode`.
+    /// `ppo` (default), `cispo`, `sapo` or `vespo`. TRL: `loss_type`; verl: `loss_mode`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub objective: Option<Objective>,
     /// `token` (default), `sequence` (GSPO; alias `gspo`) or `sequence-sum` (the ratio of
@@ -195,6 +196,11 @@ pub struct Request {
     /// verl `tau_neg` (SAPO).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tau_neg: Option<f64>,
+    /// VESPO's kernel {`k_pos` (2), `lambda_pos` (3), `k_neg` (3), `lambda_neg` (2)},
+    /// for objective `vespo` (verl recipe: `loss_mode = "vespo"`,
+    /// `policy_loss.vespo`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vespo: Option<VespoKernel>,
     /// Logits of every token's distribution, `[sequence][token][vocabulary]`, shaped like
     /// `logp` (for the entropy bonus).
     #[serde(default, skip_serializing_if = "Option::is_none")]

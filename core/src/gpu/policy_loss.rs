@@ -152,9 +152,9 @@ pub async fn policy_loss_chunked(
     chunk_tokens: usize,
 ) -> Result<PolicyLoss, GpuError> {
     let chunk_tokens = chunk_tokens.max(1);
-    if config.ratio_level == RatioLevel::SequenceSum {
+    if config.ratio_level == RatioLevel::SequenceSum || config.objective == Objective::Vespo {
         return Err(GpuError::Unsupported(
-            "a whole-sequence ratio (sequence-sum) has one loss per sequence; the CPU computes it"
+            "a whole-sequence ratio (sequence-sum, vespo) weighs each sequence as a whole; the CPU computes it"
                 .to_string(),
         ));
     }
@@ -187,6 +187,8 @@ pub async fn policy_loss_chunked(
             Objective::Ppo => 0,
             Objective::Cispo => 1,
             Objective::Sapo => 2,
+            // Left to the CPU above.
+            Objective::Vespo => 3,
         },
         u32::from(config.ratio_level == RatioLevel::Sequence),
         match config.kl_estimator {

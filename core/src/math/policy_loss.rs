@@ -10,6 +10,7 @@
 //! ppo     l_ik = -min(q A, clip(q, 1-eps_low, 1+eps_high) A)  [dual clip: for A < 0, -max(., c A)]
 //! cispo   l_ik = -sg[clip(q, 1-eps_low, 1+eps_high)] A logp_ik
 //! sapo    l_ik = -(4 / tau) sigmoid(tau (q - 1)) A,  tau = tau_pos if A > 0 else tau_neg
+//! vespo   l_ik = -sg[phi(exp(sum_k x_ik))] A logp_ik, phi a gamma kernel (see [`vespo`])
 //! loss    = sum_ik w_ik l_ik + beta * sum_ik w_ik kl_ik       (w: the reduction's weights)
 //! ```
 //!
@@ -74,6 +75,9 @@ pub enum Objective {
     Cispo,
     /// Soft sigmoid gate instead of a hard clip (SAPO).
     Sapo,
+    /// A gamma kernel of the true sequence ratio as a detached coefficient on
+    /// `A * logp` (VESPO; see [`vespo`]).
+    Vespo,
 }
 
 /// Where the importance ratio is formed.
@@ -142,6 +146,8 @@ pub struct PolicyLossConfig {
     pub convention: Convention,
     /// TRL's `use_bias_correction_kl`: each token's KL term times its importance ratio.
     pub kl_bias_correction: bool,
+    /// VESPO's kernel (objective `vespo`).
+    pub vespo: vespo::VespoKernel,
 }
 
 impl Default for PolicyLossConfig {
@@ -159,6 +165,7 @@ impl Default for PolicyLossConfig {
             kl_clamp: false,
             convention: Convention::Arlbook,
             kl_bias_correction: false,
+            vespo: vespo::VespoKernel::default(),
         }
     }
 }
@@ -362,6 +369,12 @@ fn token_term(ratio: f64, advantage: f64, logp: f64, config: &PolicyLossConfig) 
                 d_loss_d_logp: -weight * advantage,
             }
         }
+        // VESPO's coefficient is per sequence and computed by `vespo` before any token
+        // pass; this is its term at coefficient 1.
+        Objective::Vespo => TokenTerm {
+            loss: -advantage * logp,
+            d_loss_d_logp: -advantage,
+        },
         Objective::Sapo => {
             let tau = if advantage > 0.0 {
                 config.sapo_tau_pos
@@ -448,6 +461,16 @@ pub fn policy_loss_scaled(
     // anything fails, the full `validate` runs, so the error reported is the one its
     // order gives.
     let first_failure = |error: FieldError| validate(input, config).err().unwrap_or(error);
+    if config.objective == Objective::Vespo {
+        validate(input, config)?;
+        if config.ratio_level != RatioLevel::Token {
+            return Err(FieldError::new(
+                "ratio_level",
+                "does not apply to objective vespo, which always forms the true sequence ratio",
+            ));
+        }
+        return vespo::vespo_loss(input, config, &config.vespo, pg_scale);
+    }
     if config.ratio_level == RatioLevel::SequenceSum {
         validate(input, config)?;
         check_sequence_sum(config, pg_scale)?;
@@ -526,6 +549,7 @@ pub fn policy_loss_scaled(
 pub mod library;
 pub mod sequence_sum;
 mod token_pass;
+pub mod vespo;
 use token_pass::RatioSource;
 
 #[cfg(test)]

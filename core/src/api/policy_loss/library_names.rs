@@ -12,6 +12,7 @@
 //! | importance weights | `importance_weights` | `importance_sampling_ratio`, or `sampling_logp` with `vllm_importance_sampling_*` | `rollout_is_weights` |
 //! | off-policy mask | — | `off_policy_mask_threshold` | — |
 //! | KL bias correction | — | `use_bias_correction_kl` | — |
+//! | VESPO's kernel | `objective = "vespo"`, `vespo` | — | `loss_mode = "vespo"`, `vespo` |
 //! | entropy bonus (with `logits`) | `entropy_coef` | `entropy_coef` (token mean) | `entropy_coeff` (by `loss_agg_mode`) |
 //!
 //! TRL's `loss_type` maps to objective and reduction as `GRPOTrainer._compute_loss`
@@ -111,6 +112,8 @@ pub enum VerlLossMode {
     Sapo,
     /// Clamped, detached ratio times `logp`.
     Cispo,
+    /// VESPO's recipe: a gamma kernel of the sequence ratio times `A logp`.
+    Vespo,
 }
 
 /// TRL's default `max_completion_length`.
@@ -236,6 +239,9 @@ fn objective_and_level(request: &Request) -> Result<(Objective, RatioLevel, Opti
                 VerlLossMode::Sapo => ("loss_mode", Objective::Sapo, Some(RatioLevel::Token), None),
                 VerlLossMode::Cispo => {
                     ("loss_mode", Objective::Cispo, Some(RatioLevel::Token), None)
+                }
+                VerlLossMode::Vespo => {
+                    ("loss_mode", Objective::Vespo, Some(RatioLevel::Token), None)
                 }
             }),
             (None, None) => None,
@@ -621,6 +627,12 @@ pub fn resolve(request: &Request) -> Result<(PolicyLossConfig, Option<Ragged<f64
         ("sapo_temperature_neg", r.sapo_temperature_neg),
         ("tau_neg", r.tau_neg),
     ])?;
+    if r.vespo.is_some() && objective != Objective::Vespo {
+        return Err(FieldError::new(
+            "vespo",
+            "applies to objective `vespo` (verl: loss_mode = \"vespo\")",
+        ));
+    }
     let clip = clip_widths(request, convention, objective, ratio_level)?;
     let config = PolicyLossConfig {
         objective,
@@ -635,6 +647,7 @@ pub fn resolve(request: &Request) -> Result<(PolicyLossConfig, Option<Ragged<f64
         kl_clamp,
         convention,
         kl_bias_correction: r.use_bias_correction_kl.unwrap_or(false),
+        vespo: r.vespo.unwrap_or_default(),
     };
     Ok((config, surrogate_multipliers(request)?))
 }

@@ -328,7 +328,7 @@ fn library_clip_fraction(
     // (low, high, dual) for one ratio and advantage.
     let count = |q: f64, a: f64| -> (bool, bool, bool) {
         match (config.objective, verl) {
-            (Objective::Sapo, _) => (false, false, false),
+            (Objective::Sapo | Objective::Vespo, _) => (false, false, false),
             (Objective::Cispo, true) => (q < ratio_low, q > ratio_high, false),
             (Objective::Cispo, false) => (false, a > 0.0 && q > ratio_high, false),
             (Objective::Ppo, _) => (
