@@ -207,6 +207,38 @@ fn a_tiny_run_trains_both_stages_and_logs_every_metric() {
 }
 
 #[test]
+fn the_library_knobs_train_under_policy_lag_with_the_ratio_against_the_proximal_policy() {
+    // verl's rules, an entropy bonus, and TRL's token-truncated importance weights
+    // against rollouts sampled one policy behind: every update scores its batch under
+    // the policy it starts from, so with one pass and one minibatch every step's ratio
+    // is 1 (without the correction the largest ratio here reaches about 1.06 from step
+    // 2 on) while the weights carry the lag; burn's loss still equals the core's. The
+    // tiny model's rewards are all 0, so how the weights scale the policy gradient is
+    // checked by the loss's unit test (`burn_multipliers_equal_the_core_importance_weights`).
+    let dir = scratch("knobs");
+    let config = TINY.replace(
+        "[grpo]\n",
+        "[grpo]\nmax_policy_lag = 1\nimportance_correction = \"token_truncate\"\n\
+         importance_cap = 2.0\nentropy_coef = 0.01\nconvention = \"verl\"\n",
+    );
+    let config = write_config(&dir, &config);
+    let out = dir.join("run");
+    let result = train(&config, &out, &[]);
+    let stderr = String::from_utf8_lossy(&result.stderr);
+    assert!(result.status.success(), "{stderr}");
+    assert!(stderr.contains("pre-flight ok"), "{stderr}");
+    let rows = rows(&out);
+    let grpo: Vec<&Value> = rows.iter().filter(|r| r["stage"] == "grpo").collect();
+    assert_eq!(grpo.len(), 4);
+    for row in &grpo {
+        assert!(row["loss_core_gap"].as_f64().unwrap() < 1e-4, "{row}");
+        let ratio = row["ratio_max"].as_f64().unwrap();
+        assert!((ratio - 1.0).abs() < 1e-4, "{row}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn a_run_killed_with_sigkill_resumes_without_lost_or_duplicated_rows() {
     let dir = scratch("kill");
     let config = write_config(&dir, TINY);
@@ -504,6 +536,13 @@ fn config_errors_name_the_field_and_exit_nonzero() {
         ("[selection]\nsft_steps = [0]\n", "selection.sft_steps"),
         ("[rs]\nlearning_rate = 2.0\n", "rs.learning_rate"),
         ("arm = \"ppo\"\n", "arm"),
+        ("[grpo]\nentropy_coef = -0.1\n", "grpo.entropy_coef"),
+        ("[grpo]\nimportance_cap = 0.0\n", "grpo.importance_cap"),
+        (
+            "[grpo]\nimportance_correction = \"sometimes\"\n",
+            "importance_correction",
+        ),
+        ("[grpo]\nconvention = \"openrlhf\"\n", "convention"),
     ] {
         let config = write_config(&dir, text);
         let result = train(&config, &dir.join("never"), &["--backend", "cpu"]);

@@ -23,6 +23,7 @@ pub mod kl_regularized;
 pub mod lag;
 pub mod policy_loss;
 pub mod reduction;
+pub mod sampler_correction;
 pub mod sampling;
 pub mod shaping;
 pub mod trl_rewards;

@@ -128,6 +128,24 @@ pub fn weight_tensor(batch: &MicroBatch, row_weights: &[f64], device: &Device) -
     Tensor::from_data(TensorData::new(weights, [n, t]), device)
 }
 
+/// `[N, T]` per-token values: row `i`'s `values[i]` (one per generated token, in order)
+/// on its generated positions, 0 elsewhere.
+pub fn token_tensor(batch: &MicroBatch, values: &[&[f64]], device: &Device) -> Tensor<2> {
+    let [n, t] = batch.mask.dims();
+    let mask = &batch.padded.loss_mask;
+    let width = batch.padded.seq_len.saturating_sub(1);
+    let mut out = vec![0.0f32; n * t];
+    for row in 0..n {
+        let mut next = values[row].iter();
+        for j in 0..width {
+            if mask[row * width + j] == 1 {
+                out[row * t + j] = next.next().copied().unwrap_or(0.0) as f32;
+            }
+        }
+    }
+    Tensor::from_data(TensorData::new(out, [n, t]), device)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -246,6 +246,8 @@ fn microbatch_gradients(
         weights: Tensor::from_data(TensorData::new(weights, [n, t]), device),
         advantages: Tensor::from_data(TensorData::new(vec![0.5f32; n], [n, 1]), device),
         ref_logp: None,
+        entropy: None,
+        multipliers: None,
     };
     surrogate_loss(logp, &inputs, settings).backward()
 }
@@ -272,6 +274,9 @@ pub fn run(config: &ModelConfig, workload: &Workload, device: &Device) -> anyhow
         dual_clip: None,
         beta: 0.0,
         kl_estimator: KlEstimator::K3,
+        kl_clamp: false,
+        log_ratio_limit: f64::INFINITY,
+        entropy_coef: 0.0,
     };
     let update_threads = workload
         .update_threads

@@ -8,7 +8,8 @@
 //! `epsilon_high`, `clip_ratio_low` / `clip_ratio_high`), `dual_clip` (`clip_ratio_c`),
 //! `advantage_scale` (`scale_rewards`), `kl_beta` / `kl_estimator` (`beta`,
 //! `kl_loss_coef` / `kl_loss_type`), `ref_refresh_steps` (TRL `ref_model_sync_steps`),
-//! `dynamic_sampling` (DAPO's filter), `max_policy_lag`.
+//! `dynamic_sampling` (DAPO's filter), `max_policy_lag`, `entropy_coef` (TRL
+//! `entropy_coef`, verl `entropy_coeff`), and `convention` (whose edge-case rules apply).
 
 use anyhow::{Result, bail};
 use arlbook_core::FieldError;
@@ -16,8 +17,10 @@ use arlbook_core::FieldError;
 use crate::footprint;
 use arlbook_core::agent::HarnessConfig;
 use arlbook_core::math::advantage::StdKind;
+use arlbook_core::math::convention::Convention;
 use arlbook_core::math::kl::KlEstimator;
 use arlbook_core::math::reduction::Reduction;
+use arlbook_core::math::sampler_correction::SamplerCorrectionMode;
 use serde::{Deserialize, Serialize};
 
 /// Demonstrations per slice of an SFT step (gradients accumulate over a step's slices;
@@ -246,6 +249,59 @@ pub struct GrpoConfig {
     /// seen. A small pool is a diagnostic (it measures memorisation, not held-out
     /// gain) and gives a tiny test model rollouts that succeed.
     pub task_pool: usize,
+    /// Whose rules decide the loss's edge cases: `arlbook` (the default), `trl` or
+    /// `verl`. `trl` counts empty completions in per-sequence means and takes the
+    /// entropy bonus's token mean over the minibatch; `verl` divides each row by
+    /// `L + 1e-8`, clamps each token's log-ratio to +-20 (no slope where clamped) and
+    /// clamps `k3` as its `low_var_kl` does. The README's table of the libraries' rules
+    /// lists them all.
+    pub convention: Convention,
+    /// Entropy bonus: the loss subtracts `entropy_coef` times the policy's entropy at
+    /// the sampling temperature, reduced with the loss's weights (TRL `entropy_coef`,
+    /// verl `entropy_coeff`). Default 0.
+    pub entropy_coef: f64,
+    /// Importance weights against the sampler (TRL's
+    /// `vllm_importance_sampling_correction` with `vllm_importance_sampling_mode`):
+    /// `none` (the default), `token_truncate`, `token_mask`, `sequence_truncate` or
+    /// `sequence_mask`. With a mode, every update first scores its batch under the
+    /// policy it starts from (one forward pass more per step); the ratio is taken
+    /// against those log-probabilities, and each token's surrogate term is multiplied by
+    /// their importance weight against the log-probabilities the rollouts were sampled
+    /// with (a lagged snapshot under `max_policy_lag`), bounded by `importance_cap`.
+    pub importance_correction: ImportanceCorrection,
+    /// Upper bound of the importance weights (TRL `vllm_importance_sampling_max`).
+    /// Default 3.
+    pub importance_cap: f64,
+}
+
+/// How the update corrects for the sampler (see [`GrpoConfig::importance_correction`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ImportanceCorrection {
+    /// The ratio is taken against the sampler's log-probabilities; no weights.
+    #[default]
+    None,
+    /// Per-token weights, truncated at the cap.
+    TokenTruncate,
+    /// Per-token weights, 0 above the cap.
+    TokenMask,
+    /// One weight per sequence, truncated at the cap.
+    SequenceTruncate,
+    /// One weight per sequence, 0 above the cap.
+    SequenceMask,
+}
+
+impl ImportanceCorrection {
+    /// The core's mode, or `None` for no correction.
+    pub fn mode(self) -> Option<SamplerCorrectionMode> {
+        match self {
+            Self::None => None,
+            Self::TokenTruncate => Some(SamplerCorrectionMode::TokenTruncate),
+            Self::TokenMask => Some(SamplerCorrectionMode::TokenMask),
+            Self::SequenceTruncate => Some(SamplerCorrectionMode::SequenceTruncate),
+            Self::SequenceMask => Some(SamplerCorrectionMode::SequenceMask),
+        }
+    }
 }
 
 impl Default for GrpoConfig {
@@ -279,6 +335,10 @@ impl Default for GrpoConfig {
             temperature: 1.0,
             top_p: None,
             task_pool: 0,
+            convention: Convention::Arlbook,
+            entropy_coef: 0.0,
+            importance_correction: ImportanceCorrection::None,
+            importance_cap: 3.0,
         }
     }
 }
@@ -659,6 +719,16 @@ impl TrainConfig {
             g.kl_beta.is_finite() && g.kl_beta >= 0.0,
             "grpo.kl_beta",
             "must be finite and >= 0",
+        )?;
+        require(
+            g.entropy_coef.is_finite() && g.entropy_coef >= 0.0,
+            "grpo.entropy_coef",
+            "must be finite and >= 0",
+        )?;
+        require(
+            g.importance_cap.is_finite() && g.importance_cap > 0.0,
+            "grpo.importance_cap",
+            "must be finite and > 0",
         )?;
         positive_rate("grpo.learning_rate", g.learning_rate)?;
         positive_rate("rs.learning_rate", self.rs.learning_rate)?;

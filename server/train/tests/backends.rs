@@ -143,6 +143,8 @@ fn pass(model: &PolicyModel, device: &Device, ids: &[i32]) -> Pass {
         weights: tensor(weights),
         advantages: Tensor::from_data(TensorData::new(vec![1.0f32, -0.5, 0.25], [ROWS, 1]), device),
         ref_logp: Some(tensor(reference)),
+        entropy: None,
+        multipliers: None,
     };
     let settings = SurrogateSettings {
         eps_low: 0.2,
@@ -150,6 +152,9 @@ fn pass(model: &PolicyModel, device: &Device, ids: &[i32]) -> Pass {
         dual_clip: Some(3.0),
         beta: 0.05,
         kl_estimator: KlEstimator::K3,
+        kl_clamp: false,
+        log_ratio_limit: f64::INFINITY,
+        entropy_coef: 0.0,
     };
     let loss = surrogate_loss(logp.clone(), &inputs, &settings);
     let grads = GradientsParams::from_grads(loss.backward(), model);

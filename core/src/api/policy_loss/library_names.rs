@@ -34,6 +34,7 @@ use crate::math::convention::{Convention, infer, one_of};
 use crate::math::kl::KlEstimator;
 use crate::math::policy_loss::{Objective, PolicyLossConfig, RatioLevel};
 use crate::math::reduction::Reduction;
+use crate::math::sampler_correction::{DEFAULT_CLIP_MAX, SamplerCorrection, sampler_weights};
 
 /// TRL's `loss_type`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -59,18 +60,7 @@ pub enum TrlLossType {
 }
 
 /// TRL's `vllm_importance_sampling_mode`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TrlIsMode {
-    /// Per-token ratio, clamped to the bounds.
-    TokenTruncate,
-    /// Per-token ratio, 0 outside the bounds.
-    TokenMask,
-    /// Per-sequence ratio (the row sum of log-ratios), clamped.
-    SequenceTruncate,
-    /// Per-sequence ratio, 0 outside the bounds (TRL's default).
-    SequenceMask,
-}
+pub use crate::math::sampler_correction::SamplerCorrectionMode as TrlIsMode;
 
 /// verl's `loss_agg_mode`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -120,8 +110,6 @@ pub enum VerlLossMode {
 const TRL_MAX_COMPLETION_LENGTH: f64 = 512.0;
 /// verl's default `clip_ratio_c`.
 const VERL_CLIP_RATIO_C: f64 = 3.0;
-/// TRL's default `vllm_importance_sampling_clip_max`.
-const TRL_IS_CLIP_MAX: f64 = 3.0;
 
 /// The names of TRL's and of verl's fields present in `request`.
 fn library_fields(request: &Request) -> (Vec<&'static str>, Vec<&'static str>) {
@@ -472,31 +460,22 @@ fn trl_sampler_ratio(request: &Request) -> Result<Option<Ragged<f64>>> {
         .transpose()?;
     let max = match r.vllm_importance_sampling_clip_max {
         Some(v) => check::finite("vllm_importance_sampling_clip_max", v)?,
-        None => TRL_IS_CLIP_MAX,
+        None => DEFAULT_CLIP_MAX,
     };
-    let sequence = matches!(mode, TrlIsMode::SequenceMask | TrlIsMode::SequenceTruncate);
-    let truncate = matches!(mode, TrlIsMode::TokenTruncate | TrlIsMode::SequenceTruncate);
-    let bound = |ratio: f64| -> f64 {
-        if truncate {
-            let floored = min.map_or(ratio, |m| ratio.max(m));
-            floored.min(max)
-        } else if min.is_some_and(|m| ratio < m) || ratio > max {
-            0.0
-        } else {
-            ratio
-        }
-    };
-    let mut values = Vec::with_capacity(r.logp.total_len());
-    for (old, samp) in r.old_logp.iter_rows().zip(sampling.iter_rows()) {
-        let diffs = old.iter().zip(samp).map(|(a, b)| a - b);
-        if sequence {
-            let ratio = bound(diffs.sum::<f64>().exp());
-            values.extend(std::iter::repeat_n(ratio, old.len()));
-        } else {
-            values.extend(diffs.map(|d| bound(d.exp())));
-        }
+    if let Some(m) = min
+        && m > max
+    {
+        return Err(FieldError::new(
+            "vllm_importance_sampling_clip_min",
+            "is above vllm_importance_sampling_clip_max",
+        ));
     }
-    Ok(Some(r.logp.with_values(values)?))
+    let correction = SamplerCorrection {
+        mode,
+        clip_min: min,
+        clip_max: max,
+    };
+    sampler_weights(&r.old_logp, sampling, "sampling_logp", &correction).map(Some)
 }
 
 fn check_sampling_logp(request: &Request, sampling: &Ragged<f64>) -> Result<()> {

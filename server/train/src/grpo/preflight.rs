@@ -9,7 +9,7 @@
 use anyhow::{Result, bail};
 use arlbook_core::Ragged;
 use arlbook_core::math::advantage::group_advantages;
-use arlbook_core::math::reduction::row_weights;
+use arlbook_core::math::reduction::row_weights_by;
 use burn::optim::GradientsParams;
 use burn::prelude::*;
 
@@ -95,8 +95,13 @@ fn check_zero_gradient(trainer: &Trainer, group: &[Rollout]) -> Result<()> {
     let chunk: Vec<&Rollout> = group.iter().collect();
     let micro = micro_batch(&chunk, vocab(), &trainer.device);
     let g = &trainer.config.grpo;
-    let weights = row_weights(&micro.generated, g.reduction, g.reduction_constant)
-        .map_err(|e| anyhow::anyhow!("pre-flight weights: {e}"))?;
+    let weights = row_weights_by(
+        &micro.generated,
+        g.reduction,
+        g.reduction_constant,
+        g.convention,
+    )
+    .map_err(|e| anyhow::anyhow!("pre-flight weights: {e}"))?;
     let logits = trainer.model.forward(micro.inputs.clone());
     let logp = token_logprobs(
         logits,
@@ -106,6 +111,7 @@ fn check_zero_gradient(trainer: &Trainer, group: &[Rollout]) -> Result<()> {
     );
     let settings = SurrogateSettings {
         beta: 0.0,
+        entropy_coef: 0.0,
         ..surrogate_settings(&trainer.config)
     };
     let inputs = SurrogateInputs {
@@ -114,6 +120,8 @@ fn check_zero_gradient(trainer: &Trainer, group: &[Rollout]) -> Result<()> {
         weights: weight_tensor(&micro, &weights, &trainer.device),
         advantages: Tensor::zeros([chunk.len(), 1], &trainer.device),
         ref_logp: None,
+        entropy: None,
+        multipliers: None,
     };
     let grads = surrogate_loss(logp, &inputs, &settings).backward();
     let grads = GradientsParams::from_grads(grads, &trainer.model);

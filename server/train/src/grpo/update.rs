@@ -18,27 +18,38 @@
 //! each thread on a replica of the model, their gradients added in microbatch order
 //! (`crate::replicas`: the same sums on one core as on many).
 //!
+//! Under `importance_correction`, the update first scores its whole batch under the
+//! policy it starts from (no graph): the ratio is taken against those
+//! log-probabilities, and each token's surrogate term is multiplied by its importance
+//! weight against the sampler's (`core::math::sampler_correction`, TRL's modes),
+//! which the core's check applies too.
+//!
 //! The update order of pass `e` at step `s` comes from `RandomStream(seed,
 //! ORDER_STREAM + 64 s + e)`.
 
 use anyhow::{Context, Result};
 use arlbook_core::Ragged;
 use arlbook_core::math::clip::ClipWidths;
-use arlbook_core::math::kl::kl_point;
+use arlbook_core::math::convention::Convention;
+use arlbook_core::math::kl::{KlEstimator, kl_point};
 use arlbook_core::math::policy_loss::{
-    PolicyLossConfig, PolicyLossInput, TokenAdvantages, policy_loss,
+    PolicyLossConfig, PolicyLossInput, TokenAdvantages, policy_loss_scaled,
 };
-use arlbook_core::math::reduction::row_weights;
+use arlbook_core::math::reduction::row_weights_by;
+use arlbook_core::math::sampler_correction::{SamplerCorrection, sampler_weights};
 use arlbook_core::metrics::MetricsRow;
 use arlbook_core::rng::RandomStream;
 use burn::prelude::*;
 
 use super::preflight;
 use super::settings::surrogate_settings;
-use crate::batching::{MicroBatch, micro_batch, weight_tensor};
-use crate::config::TrainConfig;
+use crate::batching::{MicroBatch, micro_batch, token_tensor, weight_tensor};
+use crate::config::{GrpoConfig, TrainConfig};
 use crate::generate::rollout_threads;
-use crate::loss::{SurrogateInputs, surrogate_loss, token_entropy, token_logprobs};
+use crate::loss::{
+    EntropyBonus, SurrogateInputs, entropy_with_graph, surrogate_loss, token_entropy,
+    token_logprobs,
+};
 use crate::model::PolicyModel;
 use crate::optimizer::clip_global_norm;
 use crate::replicas::accumulate_in_parallel;
@@ -96,6 +107,12 @@ pub fn update(
     let g = &config.grpo;
     let step = trainer.position.step;
     let mut stats = UpdateStats::default();
+    // Under an importance correction, the log-probabilities the ratio is taken
+    // against: the batch scored once by the policy the update starts from.
+    let proximal = match g.importance_correction.mode() {
+        Some(_) => Some(proximal_logp(trainer, groups)?),
+        None => None,
+    };
     for epoch in 0..g.epochs {
         let mut order: Vec<usize> = (0..groups.len()).collect();
         let mut rng =
@@ -106,9 +123,20 @@ pub fn update(
         }
         let per_minibatch = order.len().div_ceil(g.minibatches.min(order.len()).max(1));
         for part in order.chunks(per_minibatch) {
-            let rows: Vec<(&Rollout, f64)> = part
+            let rows: Vec<Row<'_>> = part
                 .iter()
-                .flat_map(|&gi| groups[gi].iter().zip(advantages.row(gi).iter().copied()))
+                .flat_map(|&gi| {
+                    let prox = proximal.as_ref().map(|p| &p[gi]);
+                    groups[gi]
+                        .iter()
+                        .zip(advantages.row(gi).iter().copied())
+                        .enumerate()
+                        .map(move |(m, (rollout, advantage))| Row {
+                            rollout,
+                            advantage,
+                            proximal: prox.map(|p| p[m].as_slice()),
+                        })
+                })
                 .collect();
             minibatch_step(trainer, &rows, lr, &mut stats, first)?;
             first = false;
@@ -117,12 +145,52 @@ pub fn update(
     Ok(stats)
 }
 
+/// One rollout of a minibatch: its advantage and, under an importance correction, its
+/// generated tokens' log-probabilities under the policy the update started from.
+struct Row<'a> {
+    rollout: &'a Rollout,
+    advantage: f64,
+    proximal: Option<&'a [f64]>,
+}
+
+/// Every rollout of `groups` scored by the current policy without a graph, one row of
+/// generated-token log-probabilities each, `[group][member][token]`.
+fn proximal_logp(trainer: &Trainer, groups: &[Vec<Rollout>]) -> Result<Vec<Vec<Vec<f64>>>> {
+    let g = &trainer.config.grpo;
+    let policy = trainer.model.valid();
+    let all: Vec<&Rollout> = groups.iter().flatten().collect();
+    let mut rows: Vec<Vec<f64>> = Vec::with_capacity(all.len());
+    for chunk in all.chunks(g.microbatch_rows.max(1)) {
+        let micro = micro_batch(chunk, vocab(), &trainer.plain);
+        let logits = policy.forward(micro.inputs.clone());
+        let logp = token_logprobs(
+            logits,
+            micro.targets.clone(),
+            g.temperature,
+            micro.not_kept.clone(),
+        );
+        let [_, t] = logp.dims();
+        let values: Vec<f32> = logp
+            .try_into_vec_as::<f32>()
+            .map_err(|e| anyhow::anyhow!("reading the proximal log-probabilities back: {e:?}"))?;
+        let scored = ragged_rows(&values, t, &micro);
+        rows.extend(scored.iter_rows().map(<[f64]>::to_vec));
+    }
+    let mut rows = rows.into_iter();
+    Ok(groups
+        .iter()
+        .map(|group| rows.by_ref().take(group.len()).collect())
+        .collect())
+}
+
 /// The log-probabilities of one microbatch under the policy (with the graph) and the
 /// reference (detached, on the training device), and the masked entropy's sum `[1]`.
 struct Scored {
     logp: Tensor<2>,
     ref_logp: Option<Tensor<2>>,
     entropy_sum: Tensor<1>,
+    /// The masked entropy with its graph, for the entropy bonus.
+    entropy: Option<Tensor<2>>,
 }
 
 /// What scoring a microbatch needs besides the policy: the reference model on the plain
@@ -132,12 +200,17 @@ struct Scorer<'a> {
     plain: &'a Device,
     device: &'a Device,
     temperature: f64,
+    /// Whether the loss has an entropy bonus (its entropy keeps the graph).
+    entropy_bonus: bool,
 }
 
 impl Scorer<'_> {
     fn score(&self, model: &PolicyModel, micro: &MicroBatch) -> Scored {
         let logits = model.forward(micro.inputs.clone());
         let entropy = token_entropy(logits.clone(), self.temperature) * micro.mask.clone();
+        let bonus = self
+            .entropy_bonus
+            .then(|| entropy_with_graph(logits.clone(), self.temperature) * micro.mask.clone());
         let logp = token_logprobs(
             logits,
             micro.targets.clone(),
@@ -158,6 +231,7 @@ impl Scorer<'_> {
             logp,
             ref_logp,
             entropy_sum: entropy.sum(),
+            entropy: bonus,
         }
     }
 }
@@ -173,12 +247,58 @@ struct Queued {
     ref_logp: Option<Tensor<2>>,
     loss: Tensor<1>,
     entropy_sum: Tensor<1>,
+    /// `sum u H` of the entropy bonus (0 without one), detached.
+    entropy_term: Tensor<1>,
+    /// The importance correction's log-probabilities and weights, when there is one.
+    correction: Option<Correction>,
+}
+
+/// A microbatch's importance correction: the log-probabilities the ratio is taken
+/// against and each token's weight against the sampler (`core::math::sampler_correction`).
+struct Correction {
+    proximal: Ragged<f64>,
+    weights: Ragged<f64>,
+}
+
+/// The correction of a microbatch's `rows` (none without a mode).
+fn correction(rows: &[Row<'_>], micro: &MicroBatch, g: &GrpoConfig) -> Result<Option<Correction>> {
+    let (Some(mode), Some(proximal)) = (
+        g.importance_correction.mode(),
+        rows.iter()
+            .map(|r| r.proximal)
+            .collect::<Option<Vec<&[f64]>>>(),
+    ) else {
+        return Ok(None);
+    };
+    let proximal = Ragged::from_rows(&proximal.iter().map(|p| p.to_vec()).collect::<Vec<_>>());
+    let sampler = behaviour_logp(micro);
+    let weights = sampler_weights(
+        &proximal,
+        &sampler,
+        "behaviour_logp",
+        &SamplerCorrection {
+            mode,
+            clip_min: None,
+            clip_max: g.importance_cap,
+        },
+    )
+    .map_err(|e| anyhow::anyhow!("grpo.importance_correction: {e}"))?;
+    Ok(Some(Correction { proximal, weights }))
+}
+
+/// The behaviour (sampler's) log-probabilities of a microbatch's generated tokens from
+/// the host copy, rounded to the `f32` the device's loss uses.
+fn behaviour_logp(micro: &MicroBatch) -> Ragged<f64> {
+    let old_f32: Vec<f32> = micro.padded.old_logp.iter().map(|&l| l as f32).collect();
+    let width = micro.padded.seq_len.saturating_sub(1);
+    ragged_rows(&old_f32, width, micro)
 }
 
 /// What the host reads back of one queued microbatch.
 struct HostValues {
     loss: f64,
     entropy_sum: f64,
+    entropy_term: f64,
     logp: Ragged<f64>,
     ref_logp: Option<Ragged<f64>>,
 }
@@ -205,6 +325,7 @@ fn read_back(queued: &[Queued]) -> Result<Vec<HostValues>> {
         let [n, t] = q.logp.dims();
         parts.push(q.loss.clone());
         parts.push(q.entropy_sum.clone());
+        parts.push(q.entropy_term.clone());
         parts.push(q.logp.clone().reshape([n * t]));
         if let Some(reference) = &q.ref_logp {
             parts.push(reference.clone().reshape([n * t]));
@@ -232,6 +353,7 @@ fn read_back(queued: &[Queued]) -> Result<Vec<HostValues>> {
             let [n, t] = q.logp.dims();
             let loss = f64::from(take(1)[0]);
             let entropy_sum = f64::from(take(1)[0]);
+            let entropy_term = f64::from(take(1)[0]);
             let logp = ragged_rows(take(n * t), t, &q.micro);
             let ref_logp = q
                 .ref_logp
@@ -240,6 +362,7 @@ fn read_back(queued: &[Queued]) -> Result<Vec<HostValues>> {
             HostValues {
                 loss,
                 entropy_sum,
+                entropy_term,
                 logp,
                 ref_logp,
             }
@@ -250,7 +373,7 @@ fn read_back(queued: &[Queued]) -> Result<Vec<HostValues>> {
 /// One optimizer step over `rows` (whole groups) with their advantages.
 fn minibatch_step(
     trainer: &mut Trainer,
-    rows: &[(&Rollout, f64)],
+    rows: &[Row<'_>],
     lr: f64,
     stats: &mut UpdateStats,
     first: bool,
@@ -259,10 +382,11 @@ fn minibatch_step(
     let g = &config.grpo;
     let lengths: Vec<usize> = rows
         .iter()
-        .map(|(r, _)| r.record.generated_tokens())
+        .map(|r| r.rollout.record.generated_tokens())
         .collect();
-    let weights_per_row = row_weights(&lengths, g.reduction, g.reduction_constant)
+    let weights_per_row = row_weights_by(&lengths, g.reduction, g.reduction_constant, g.convention)
         .map_err(|e| anyhow::anyhow!("grpo.{e}"))?;
+    let entropy_weights = entropy_weights(&lengths, &weights_per_row, g.convention);
     let settings = surrogate_settings(&config);
     let spans: Vec<std::ops::Range<usize>> = (0..rows.len())
         .step_by(g.microbatch_rows.max(1))
@@ -273,6 +397,7 @@ fn minibatch_step(
         plain: &trainer.plain,
         device: &trainer.device,
         temperature: g.temperature,
+        entropy_bonus: g.entropy_coef > 0.0,
     };
     // Each microbatch's forward and backward, on every core (see `crate::replicas`).
     let (mut grads, queued) = accumulate_in_parallel(
@@ -280,12 +405,26 @@ fn minibatch_step(
         &spans,
         rollout_threads(&trainer.plain),
         |model, span| {
-            let chunk: Vec<&Rollout> = rows[span.clone()].iter().map(|(r, _)| *r).collect();
-            let advantages: Vec<f32> = rows[span.clone()].iter().map(|(_, a)| *a as f32).collect();
+            let chunk: Vec<&Rollout> = rows[span.clone()].iter().map(|r| r.rollout).collect();
+            let advantages: Vec<f32> = rows[span.clone()]
+                .iter()
+                .map(|r| r.advantage as f32)
+                .collect();
             let micro = micro_batch(&chunk, vocab(), scorer.device);
+            let correction = correction(&rows[span.clone()], &micro, g)?;
             let scored = scorer.score(model, &micro);
             let inputs = SurrogateInputs {
-                old_logp: micro.old_logp.clone(),
+                old_logp: correction.as_ref().map_or_else(
+                    || micro.old_logp.clone(),
+                    |c| {
+                        let rows: Vec<&[f64]> = c.proximal.iter_rows().collect();
+                        token_tensor(&micro, &rows, scorer.device)
+                    },
+                ),
+                multipliers: correction.as_ref().map(|c| {
+                    let rows: Vec<&[f64]> = c.weights.iter_rows().collect();
+                    token_tensor(&micro, &rows, scorer.device)
+                }),
                 mask: micro.mask.clone(),
                 weights: weight_tensor(&micro, &weights_per_row[span.clone()], scorer.device),
                 advantages: Tensor::from_data(
@@ -293,7 +432,19 @@ fn minibatch_step(
                     scorer.device,
                 ),
                 ref_logp: scored.ref_logp.clone(),
+                entropy: scored.entropy.map(|entropy| EntropyBonus {
+                    entropy,
+                    weights: weight_tensor(&micro, &entropy_weights[span.clone()], scorer.device),
+                }),
             };
+            let entropy_term = inputs.entropy.as_ref().map_or_else(
+                || Tensor::zeros([1], scorer.device),
+                |bonus| {
+                    (bonus.entropy.clone() * bonus.weights.clone())
+                        .sum()
+                        .detach()
+                },
+            );
             let loss = surrogate_loss(scored.logp.clone(), &inputs, &settings);
             let grads = loss.backward();
             let queued = Queued {
@@ -304,6 +455,8 @@ fn minibatch_step(
                 ref_logp: scored.ref_logp,
                 loss: loss.detach(),
                 entropy_sum: scored.entropy_sum.detach(),
+                entropy_term,
+                correction,
             };
             Ok((grads, queued))
         },
@@ -312,12 +465,16 @@ fn minibatch_step(
     for (k, (q, host)) in queued.iter().zip(read_back(&queued)?).enumerate() {
         stats.loss_sum += host.loss;
         stats.entropy_sum += host.entropy_sum;
+        // The entropy bonus is checked against the core by the loss's unit test; the
+        // live check compares the surrogate and KL terms.
+        stats.core_loss_sum -= g.entropy_coef * host.entropy_term;
         let check = CoreCheck {
             micro: &q.micro,
             logp: host.logp,
             ref_logp: host.ref_logp,
             advantages: &q.advantages,
             weights: &weights_per_row[q.rows.clone()],
+            correction: q.correction.as_ref(),
         };
         let max_ratio_deviation = check.add_to(stats, &config)?;
         if first && k == 0 {
@@ -330,6 +487,18 @@ fn minibatch_step(
     Ok(())
 }
 
+/// The entropy bonus's row weights: the loss's own, or under TRL's rules the token
+/// mean over the minibatch (`core::api::policy_loss::with_entropy` applies the same).
+fn entropy_weights(lengths: &[usize], weights: &[f64], convention: Convention) -> Vec<f64> {
+    match convention {
+        Convention::Trl => {
+            let tokens = lengths.iter().sum::<usize>().max(1) as f64;
+            vec![1.0 / tokens; lengths.len()]
+        }
+        Convention::Arlbook | Convention::Verl => weights.to_vec(),
+    }
+}
+
 /// One microbatch scored again by the core's loss, on the host: the logged token
 /// statistics, and a live agreement check with burn's loss.
 struct CoreCheck<'a> {
@@ -338,6 +507,7 @@ struct CoreCheck<'a> {
     ref_logp: Option<Ragged<f64>>,
     advantages: &'a [f32],
     weights: &'a [f64],
+    correction: Option<&'a Correction>,
 }
 
 impl CoreCheck<'_> {
@@ -345,21 +515,15 @@ impl CoreCheck<'_> {
     fn add_to(self, stats: &mut UpdateStats, config: &TrainConfig) -> Result<f64> {
         let g = &config.grpo;
         let logp = self.logp;
-        // The behaviour log-probabilities from the host copy, rounded to the `f32` the
-        // device's loss used.
-        let old_f32: Vec<f32> = self
-            .micro
-            .padded
-            .old_logp
-            .iter()
-            .map(|&l| l as f32)
-            .collect();
-        let width = self.micro.padded.seq_len.saturating_sub(1);
-        let old = ragged_rows(&old_f32, width, self.micro);
+        // The ratio's denominators as the device's loss used them.
+        let old = self
+            .correction
+            .map_or_else(|| behaviour_logp(self.micro), |c| c.proximal.clone());
         let reference = self.ref_logp;
         let advantages: Vec<f64> = self.advantages.iter().map(|&a| f64::from(a)).collect();
+        let kl_clamp = g.convention == Convention::Verl && g.kl_estimator == KlEstimator::K3;
         // Per-token terms from the core's loss (the reduction does not change them).
-        let core = policy_loss(
+        let core = policy_loss_scaled(
             &PolicyLossInput {
                 logp: &logp,
                 old_logp: &old,
@@ -372,8 +536,10 @@ impl CoreCheck<'_> {
                     eps_high: g.eps_high,
                     dual_clip: g.dual_clip,
                 },
+                convention: g.convention,
                 ..PolicyLossConfig::default()
             },
+            self.correction.map(|c| &c.weights),
         )
         .context("core policy loss on the training batch")?;
         for (i, &w) in self.weights.iter().enumerate() {
@@ -382,7 +548,7 @@ impl CoreCheck<'_> {
                 logp.row(i)
                     .iter()
                     .zip(reference.row(i))
-                    .map(|(&lp, &lr)| kl_point(lp, lr, g.kl_estimator, false).value)
+                    .map(|(&lp, &lr)| kl_point(lp, lr, g.kl_estimator, kl_clamp).value)
                     .sum()
             });
             let penalty = if reference.is_some() {
