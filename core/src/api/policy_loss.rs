@@ -321,8 +321,7 @@ pub fn respond(out: PolicyLoss) -> Response {
 
 impl Entry for PolicyLossEntry {
     const NAME: &'static str = "policy-loss";
-    const SUMMARY: &'static str =
-        "Reduced PPO/GSPO/CISPO/SAPO policy loss with KL, token weights, clip fractions, gradient";
+    const SUMMARY: &'static str = "Reduced PPO/GSPO/CISPO/SAPO/VESPO/RLOO policy loss with KL, entropy bonus, token weights, clip fractions, gradient";
     type Request = Request;
     type Response = Response;
 
