@@ -30,6 +30,9 @@
 #[path = "gpu/support.rs"]
 mod support;
 
+#[path = "common/fixture_check.rs"]
+mod fixture_check;
+
 #[path = "gpu/rng.rs"]
 mod rng;
 

@@ -1,55 +1,18 @@
 //! The compute API through the GPU: the TRL/verl reference fixtures within 1e-4, the
 //! same validation errors as the CPU, the same response shapes, honest backend labels.
 
-use std::path::PathBuf;
-
 use arlbook_core::api::{self, examples, gpu::ComputedOn};
 use serde_json::{Value, json};
 
+use crate::fixture_check::{check_response, fixture_files};
 use crate::support::context;
 
 const TOLERANCE: f64 = 1e-4;
 
-fn compare(path: &str, expected: &Value, actual: &Value, failures: &mut Vec<String>) {
-    match (expected, actual) {
-        (Value::Number(e), Value::Number(a)) => {
-            let (e, a) = (
-                e.as_f64().unwrap_or(f64::NAN),
-                a.as_f64().unwrap_or(f64::NAN),
-            );
-            let within = (e - a).abs() <= TOLERANCE * e.abs().max(1.0);
-            if !within {
-                failures.push(format!("{path}: expected {e}, got {a}"));
-            }
-        }
-        (Value::Array(e), Value::Array(a)) if e.len() == a.len() => {
-            for (i, (x, y)) in e.iter().zip(a).enumerate() {
-                compare(&format!("{path}[{i}]"), x, y, failures);
-            }
-        }
-        (Value::Object(e), Value::Object(a)) => {
-            for (key, x) in e {
-                match a.get(key) {
-                    Some(y) => compare(&format!("{path}.{key}"), x, y, failures),
-                    None => failures.push(format!("{path}.{key}: missing")),
-                }
-            }
-        }
-        (e, a) if e == a => {}
-        (e, a) => failures.push(format!("{path}: expected {e}, got {a}")),
-    }
-}
-
 #[test]
 fn reference_fixtures_agree_through_the_gpu_backend() {
     let Some(ctx) = context() else { return };
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/policy");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "json"))
-        .collect();
-    files.sort();
+    let files = fixture_files();
     assert!(files.len() >= 30, "found {} fixtures", files.len());
     let (mut failures, mut on_gpu) = (Vec::new(), 0);
     for file in &files {
@@ -59,23 +22,13 @@ fn reference_fixtures_agree_through_the_gpu_backend() {
         match api::gpu::compute(entry, doc["request"].clone(), ctx) {
             Ok(out) => {
                 on_gpu += usize::from(out.backend == ComputedOn::Gpu);
-                let mut expected = doc["expected"].clone();
-                // verl's `pg_clipfrac` is the response's `low + high`.
-                if let Some(pg_clipfrac) = expected
-                    .as_object_mut()
-                    .and_then(|e| e.remove("clip_fraction_pg"))
-                {
-                    let fraction = &out.response["clip_fraction"];
-                    let sum = fraction["low"].as_f64().unwrap_or(f64::NAN)
-                        + fraction["high"].as_f64().unwrap_or(f64::NAN);
-                    compare(
-                        &format!("{name}.clip_fraction.low+high"),
-                        &pg_clipfrac,
-                        &serde_json::json!(sum),
-                        &mut failures,
-                    );
-                }
-                compare(&name, &expected, &out.response, &mut failures);
+                check_response(
+                    &name,
+                    &doc["expected"],
+                    &out.response,
+                    TOLERANCE,
+                    &mut failures,
+                );
             }
             Err(err) => failures.push(format!("{name}: rejected: {err}")),
         }

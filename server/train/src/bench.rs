@@ -21,7 +21,6 @@
 
 use std::time::Instant;
 
-use arlbook_core::math::kl::KlEstimator;
 use arlbook_core::rng::RandomStream;
 use burn::prelude::*;
 use burn::tensor::Gradients;
@@ -271,12 +270,7 @@ pub fn run(config: &ModelConfig, workload: &Workload, device: &Device) -> anyhow
     let settings = SurrogateSettings {
         eps_low: 0.2,
         eps_high: 0.28,
-        dual_clip: None,
-        beta: 0.0,
-        kl_estimator: KlEstimator::K3,
-        kl_clamp: false,
-        log_ratio_limit: f64::INFINITY,
-        entropy_coef: 0.0,
+        ..SurrogateSettings::default()
     };
     let update_threads = workload
         .update_threads

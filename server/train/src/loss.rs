@@ -51,6 +51,22 @@ pub struct SurrogateSettings {
     pub entropy_coef: f64,
 }
 
+impl Default for SurrogateSettings {
+    /// Symmetric clip 0.2, no dual clip, no KL term, no clamps, no entropy bonus.
+    fn default() -> Self {
+        Self {
+            eps_low: 0.2,
+            eps_high: 0.2,
+            dual_clip: None,
+            beta: 0.0,
+            kl_estimator: KlEstimator::K3,
+            kl_clamp: false,
+            log_ratio_limit: f64::INFINITY,
+            entropy_coef: 0.0,
+        }
+    }
+}
+
 /// Per-token inputs of one microbatch, `[N, T]` (T = padded length minus one).
 #[derive(Debug, Clone)]
 pub struct SurrogateInputs {
@@ -449,16 +465,7 @@ mod tests {
         let rows = c.lengths.len();
         let device = Device::flex();
         let weights_per_row = row_weights(&c.lengths, Reduction::TokenMean, None).unwrap();
-        let settings = SurrogateSettings {
-            eps_low: 0.2,
-            eps_high: 0.2,
-            dual_clip: None,
-            beta: 0.0,
-            kl_estimator: KlEstimator::K3,
-            kl_clamp: false,
-            log_ratio_limit: f64::INFINITY,
-            entropy_coef: 0.0,
-        };
+        let settings = SurrogateSettings::default();
         let build = |range: std::ops::Range<usize>| {
             let n = range.len();
             let pick = |values: &[f64]| -> Vec<f64> {
@@ -573,14 +580,8 @@ mod tests {
             }),
         };
         let settings = SurrogateSettings {
-            eps_low: 0.2,
-            eps_high: 0.2,
-            dual_clip: None,
-            beta: 0.0,
-            kl_estimator: KlEstimator::K3,
-            kl_clamp: false,
-            log_ratio_limit: f64::INFINITY,
             entropy_coef: coef,
+            ..SurrogateSettings::default()
         };
         let loss = surrogate_loss(tensor(&zeros, shape, &device), &inputs, &settings);
         let grads = loss.backward();

@@ -152,9 +152,7 @@ fn pass(model: &PolicyModel, device: &Device, ids: &[i32]) -> Pass {
         dual_clip: Some(3.0),
         beta: 0.05,
         kl_estimator: KlEstimator::K3,
-        kl_clamp: false,
-        log_ratio_limit: f64::INFINITY,
-        entropy_coef: 0.0,
+        ..SurrogateSettings::default()
     };
     let loss = surrogate_loss(logp.clone(), &inputs, &settings);
     let grads = GradientsParams::from_grads(loss.backward(), model);
