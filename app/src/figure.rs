@@ -324,6 +324,40 @@ pub fn toggle_cell(text: &str, group: usize, index: usize) -> String {
         .join("; ")
 }
 
+/// What a reader sees when a figure cannot compute its setting: the message, without
+/// the name of the API field it concerns (a name the page never shows).
+pub fn reader_message(error: &FieldError) -> String {
+    format!("This setting cannot be computed: {}", error.message)
+}
+
+/// The `step` attribute of a slider showing `value`: its own step, or `any` when the
+/// value lies between steps (a finer value from a link), so that the thumb sits where
+/// the number beside it says.
+pub fn slider_step_attribute(value: &str, min: f64, step: f64) -> String {
+    match value.trim().parse::<f64>() {
+        Ok(v) if step > 0.0 && !on_grid(v, min, step) => "any".to_owned(),
+        _ => step.to_string(),
+    }
+}
+
+/// A dragged slider value moved to the nearest step in `[min, max]` (after a link's
+/// finer value the slider's step is `any`, and the first drag returns it to its grid).
+pub fn snap_to_step(value: &str, min: f64, max: f64, step: f64) -> String {
+    let Ok(v) = value.trim().parse::<f64>() else {
+        return value.to_owned();
+    };
+    if !(v.is_finite() && step > 0.0) {
+        return value.to_owned();
+    }
+    let snapped = (min + ((v - min) / step).round() * step).clamp(min, max);
+    format_number(snapped, DECIMALS)
+}
+
+fn on_grid(value: f64, min: f64, step: f64) -> bool {
+    let steps = (value - min) / step;
+    (steps - steps.round()).abs() < 1e-6
+}
+
 /// The value a control stores for URL text `value`, or `None` to keep the default.
 fn accept(kind: ControlKind, value: &str) -> Option<String> {
     let value = value.trim();
@@ -575,6 +609,25 @@ mod tests {
         assert_eq!(state.groups("rewards").unwrap_err().field, "rewards[1][1]");
         state.set("rewards", "1,0;".to_owned());
         assert_eq!(state.groups("rewards").unwrap_err().field, "rewards[1]");
+    }
+
+    #[test]
+    fn a_reader_sees_the_message_without_the_field() {
+        let err = FieldError::new("replicates", "asks for too many draws");
+        let shown = reader_message(&err);
+        assert!(!shown.contains("replicates"), "{shown}");
+        assert!(shown.ends_with("asks for too many draws"), "{shown}");
+    }
+
+    #[test]
+    fn a_value_between_steps_frees_the_thumb_and_a_drag_snaps_it_back() {
+        assert_eq!(slider_step_attribute("0.35", 0.0, 0.05), "0.05");
+        assert_eq!(slider_step_attribute("0.37", 0.0, 0.05), "any");
+        assert_eq!(slider_step_attribute("3", 1.0, 1.0), "1");
+        assert_eq!(slider_step_attribute("2.5", 1.0, 1.0), "any");
+        assert_eq!(snap_to_step("0.3712", 0.0, 1.0, 0.05), "0.35");
+        assert_eq!(snap_to_step("0.99", 0.0, 0.9, 0.05), "0.9");
+        assert_eq!(snap_to_step("7.6", 2.0, 30.0, 1.0), "8");
     }
 
     #[test]

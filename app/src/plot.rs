@@ -203,6 +203,32 @@ pub fn diverging(value: f64, limit: f64) -> RGBColor {
     }
 }
 
+/// Text that reads on a cell of colour `fill`: [`INK`] on light fills, white on dark
+/// ones. The choice is by relative luminance (WCAG 2.x): white where it gives the
+/// higher contrast ratio.
+pub fn text_on(fill: RGBColor) -> RGBColor {
+    let contrast_with_white = 1.05 / (relative_luminance(fill) + 0.05);
+    let contrast_with_ink = (relative_luminance(fill) + 0.05) / (relative_luminance(INK) + 0.05);
+    if contrast_with_white > contrast_with_ink {
+        WHITE
+    } else {
+        INK
+    }
+}
+
+/// WCAG 2.x relative luminance of an sRGB colour, in `[0, 1]`.
+pub fn relative_luminance(color: RGBColor) -> f64 {
+    let linear = |c: u8| {
+        let c = f64::from(c) / 255.0;
+        if c <= 0.040_45 {
+            c / 12.92
+        } else {
+            ((c + 0.055) / 1.055).powf(2.4)
+        }
+    };
+    0.2126 * linear(color.0) + 0.7152 * linear(color.1) + 0.0722 * linear(color.2)
+}
+
 /// `[lo, hi]` widened by 8% on each side (and made non-empty).
 pub fn padded(lo: f64, hi: f64) -> std::ops::Range<f64> {
     let (lo, hi) = if hi > lo {
@@ -257,6 +283,34 @@ pub fn histogram(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn cell_text_keeps_a_readable_contrast_on_every_diverging_fill() {
+        // The better of ink and white on every tint of both hues: at least 3.9:1, the
+        // most that choice allows at the worst tint (WCAG asks 3:1 of large text and
+        // 4.5:1 of body text; the saturated ends, where the old dark labels vanished,
+        // now get white at 6:1 or more).
+        let ratio = |a: RGBColor, b: RGBColor| {
+            let (la, lb) = (relative_luminance(a), relative_luminance(b));
+            (la.max(lb) + 0.05) / (la.min(lb) + 0.05)
+        };
+        for step in -100..=100 {
+            let value = f64::from(step) / 100.0;
+            let fill = diverging(value, 1.0);
+            let text = text_on(fill);
+            assert!(
+                ratio(text, fill) >= 3.9,
+                "{value}: {:.2}",
+                ratio(text, fill)
+            );
+        }
+        for end in [-1.0, 1.0] {
+            let fill = diverging(end, 1.0);
+            assert!(ratio(text_on(fill), fill) >= 6.0, "{end}");
+        }
+        assert_eq!(text_on(WHITE), INK);
+        assert_eq!(text_on(BLUE), WHITE);
+    }
+
     #[test]
     fn numbers_are_shown_with_at_most_four_decimals() {
         let format_number = |value| format_number(value, DECIMALS);

@@ -83,7 +83,7 @@ pub fn build(options: &WebOptions) -> anyhow::Result<PathBuf> {
         .out_name("arlbook_app")
         .generate(&dist)
         .context("running wasm-bindgen")?;
-    for asset in ["index.html", "style.css"] {
+    for asset in ["index.html", "style.css", "favicon.ico"] {
         std::fs::copy(root.join("app").join(asset), dist.join(asset))
             .with_context(|| format!("copying app/{asset}"))?;
     }

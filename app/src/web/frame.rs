@@ -20,7 +20,7 @@ use crate::chapters;
 use crate::compute::{Answers, Evaluation, Summary};
 use crate::figure::{
     AnyFigure, Control, ControlKind, Evaluated, Meta, Readout, State, is_narrow, list_cells,
-    toggle_cell,
+    reader_message, slider_step_attribute, snap_to_step, toggle_cell,
 };
 use crate::plot::{DECIMALS, format_number};
 
@@ -144,7 +144,7 @@ pub fn FigureFrame(figure: &'static dyn AnyFigure, embed: bool) -> impl IntoView
                         draw(&*evaluated, &canvas, meta, error);
                     }
                 }
-                Err(err) => error.set(Some(err.to_string())),
+                Err(err) => error.set(Some(reader_message(&err))),
             }
             redraw_ms.set(browser::now_ms() - started);
             draws.update(|n| *n += 1);
@@ -277,7 +277,10 @@ fn Actions(
             <button type="button" on:click=move |_| browser::copy_text(&embed_code())>
                 "Copy embed code"
             </button>
-            {embed.then(|| view! { <a class="back" href=back_link>"Read it in its chapter"</a> })}
+            {embed.then(|| view! {
+                // Outside the frame: the chapter is a page, not an embed.
+                <a class="back" href=back_link target="_top">"Read it in its chapter"</a>
+            })}
         </div>
         <details class="embed-code">
             <summary>"Embed code"</summary>
@@ -348,9 +351,12 @@ fn control_view(
                     id=element_id.clone()
                     min=format_number(min, DECIMALS)
                     max=format_number(max, DECIMALS)
-                    step=step.to_string()
+                    step=move || slider_step_attribute(&value(), min, step)
                     prop:value=value
-                    on:input=move |ev| update(id, embed, state, key, event_target_value(&ev))
+                    on:input=move |ev| {
+                        let dragged = snap_to_step(&event_target_value(&ev), min, max, step);
+                        update(id, embed, state, key, dragged);
+                    }
                 />
                 <output for=element_id>{value}</output>
             </div>

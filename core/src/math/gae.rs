@@ -15,8 +15,8 @@
 //! teaches the value that the budget's end is worth nothing.
 //!
 //! verl's `compute_gae_advantage_return` is the terminated case (next value 0 after the
-//! last response token); it then whitens the advantages over the batch, which is left to
-//! the caller here.
+//! last response token); over a padded batch with a response mask, and with the
+//! whitening that follows, it is `gae_batch` (the `gae` entry takes both forms).
 
 use serde::{Deserialize, Serialize};
 

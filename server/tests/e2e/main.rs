@@ -241,6 +241,33 @@ fn embed_state_is_restored(checks: &mut Checks) {
             .failures
             .push(format!("{path}: no link back to the chapter"));
     }
+    if !dom.contains("target=\"_top\"") {
+        checks
+            .failures
+            .push(format!("{path}: the chapter link opens inside the frame"));
+    }
+    if browser::attribute(&dom, "bandit-input-p", "step").as_deref() != Some("0.01") {
+        checks
+            .failures
+            .push(format!("{path}: the p slider lost its step"));
+    }
+    // A link's value between the slider's steps: the thumb is freed to sit on it.
+    let path = "/embed/bandit?p=0.375";
+    let dom = checks.load(path);
+    if browser::attribute(&dom, "bandit-input-p", "step").as_deref() != Some("any")
+        || !dom.contains("<output for=\"bandit-input-p\">0.375</output>")
+    {
+        checks.failures.push(format!(
+            "{path}: the slider's thumb and number disagree on a value between steps"
+        ));
+    }
+    let addr = checks.base.trim_start_matches("http://").to_owned();
+    let (status, _) = arlbook_tests::http::request(&addr, "GET", "/favicon.ico", &[], b"");
+    if status != 200 {
+        checks
+            .failures
+            .push(format!("/favicon.ico answers {status}, not the icon"));
+    }
     let path = "/chapter/grpo?group-advantages.rewards=1,1,0,0&group-advantages.scale=none";
     let dom = checks.load(path);
     // The rewards are also clickable cells, one per attempt, showing the URL's values.

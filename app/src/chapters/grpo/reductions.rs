@@ -17,7 +17,7 @@ use plotters::prelude::*;
 
 use crate::compute::compute;
 use crate::figure::{DrawResult, Figure, Meta, Readout, State, list, rewards, slider};
-use crate::plot::{self, INK, MUTED, Style};
+use crate::plot::{self, MUTED, Style};
 
 /// The figure.
 pub struct Reductions;
@@ -214,7 +214,7 @@ impl Figure for Reductions {
                         inner.draw(&Text::new(
                             plot::format_number(*w, plot::LABEL_DECIMALS),
                             (x + cell_w / 2, y + cell_h / 2),
-                            style.text_centered(10.0, INK),
+                            style.text_centered(10.0, plot::text_on(fill)),
                         ))?;
                     }
                 }

@@ -180,6 +180,9 @@ impl Figure for MixedGroups {
         } else {
             area.split_horizontally(width * 55 / 100)
         };
+        // The heatmap, and beside it the scale its shades are read on.
+        let legend_width = style.px(62.0).min(left.dim_in_pixel().0 / 4);
+        let (left, legend) = left.split_horizontally(left.dim_in_pixel().0 - legend_width);
         let mut heat = ChartBuilder::on(&left)
             .caption("P(mixed group) over p and G", style.text(13.0))
             .margin(style.margin())
@@ -211,6 +214,7 @@ impl Figure for MixedGroups {
                     })
                 }),
         )?;
+        colour_scale(&legend, style)?;
         let g = output.group_size as f64;
         heat.draw_series([Circle::new(
             (output.p, g),
@@ -243,6 +247,38 @@ impl Figure for MixedGroups {
         }
         Ok(())
     }
+}
+
+/// The heatmap's colour scale: the shade of every probability from 0 to 1, labelled.
+fn colour_scale<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    style: &Style,
+) -> DrawResult<DB> {
+    const SHADES: usize = 40;
+    let mut scale = ChartBuilder::on(area)
+        // Level with the heatmap's plot: below its caption, above its axis labels.
+        .margin_top(style.margin() + style.px(20.0))
+        .margin_bottom(style.margin() + style.px(30.0))
+        .margin_right(style.px(4.0))
+        .set_label_area_size(LabelAreaPosition::Right, style.px(30.0))
+        .build_cartesian_2d(0.0..1.0, 0.0..1.0)?;
+    scale
+        .configure_mesh()
+        .disable_mesh()
+        .disable_x_axis()
+        .axis_style(style.line(MUTED, 1.0))
+        .label_style(style.text(10.0))
+        .y_labels(3)
+        .y_label_formatter(&plot::axis_label)
+        .draw()?;
+    scale.draw_series((0..SHADES).map(|k| {
+        let (lo, hi) = (k as f64 / SHADES as f64, (k + 1) as f64 / SHADES as f64);
+        Rectangle::new(
+            [(0.0, lo), (1.0, hi)],
+            plot::tint(BLUE, 0.5 * (lo + hi)).filled(),
+        )
+    }))?;
+    Ok(())
 }
 
 /// The number of a response to scalar inputs; `field` names it in the error.
