@@ -82,6 +82,18 @@ pub fn a_job_started_from_the_page_streams_to_its_end(checks: &mut Checks) {
         checks.failures.push(format!("{PAGE}: no presets listed"));
         return;
     }
+    // Before any job is watched: one line instead of a chart of empty panels.
+    let waiting = browser.execute(
+        "const e = document.getElementById('live-empty'); \
+         const c = document.getElementById('live-canvas'); \
+         return e !== null && c !== null && !e.hidden && c.hidden;",
+        &[],
+    );
+    if waiting != Value::Bool(true) {
+        checks.failures.push(format!(
+            "{PAGE}: with no job watched, the chart is shown empty instead of the note"
+        ));
+    }
     fill_tiny_job(&browser, checks);
     let Some(start) = browser.find("live-start", SETTLE) else {
         checks.failures.push(format!("{PAGE}: no start button"));

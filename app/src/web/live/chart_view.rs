@@ -58,9 +58,17 @@ pub fn LiveChart(run: RwSignal<Run>) -> impl IntoView {
         });
     });
 
+    // Until a run has rows there is nothing to chart: one line says so instead of
+    // seven empty panels.
+    let empty = move || run.with(|r| r.rows.is_empty());
     view! {
+        <p class="summary" id="live-empty" hidden=move || !empty()>
+            "No run is being watched yet: start one above, or watch one from the list, and "
+            "its metrics appear here as they are written."
+        </p>
         <canvas
             node_ref=canvas_ref
+            hidden=empty
             class="plot"
             id="live-canvas"
             style=format!("aspect-ratio: 1 / {}", chart::aspect(false))

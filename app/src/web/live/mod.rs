@@ -7,7 +7,8 @@
 //! `recorded`), the form (`live-preset`, `live-seed`, `live-sft-steps`,
 //! `live-recovery-steps`, `live-grpo-steps`, `live-token`, `live-start`, `live-error`
 //! with `data-field`), the jobs (`live-job-{id}`, `-state` with `data-state`, `-watch`, `-cancel`), the
-//! stream (`live-stream`: `data-state`, `data-job`), the chart (`live-canvas`) and the
+//! stream (`live-stream`: `data-state`, `data-job`), the chart (`live-canvas`, hidden with
+//! `live-empty` shown until the run has rows) and the
 //! readouts (`live-rows`, `live-step`, `live-success`, each with `data-value`).
 
 use std::time::Duration;
