@@ -2,8 +2,11 @@
 //! code the browser runs on a canvas, compared with the file committed under
 //! `tests/snapshots/<figure>.svg`.
 //!
-//! A drawing change shows up as a diff of those files. To accept one, run
-//! `UPDATE_SNAPSHOTS=1 cargo test -p arlbook-app --test snapshots` and review the SVGs.
+//! The chapters' formulas likewise: every display formula and every inline `$…$` span,
+//! its TeX and the MathML the page renders, in `tests/snapshots/formulas.txt`.
+//!
+//! A drawing or formula change shows up as a diff of those files. To accept one, run
+//! `UPDATE_SNAPSHOTS=1 cargo test -p arlbook-app --test snapshots` and review them.
 
 use std::path::PathBuf;
 
@@ -67,6 +70,54 @@ fn the_recorded_live_training_run_matches_its_svg_snapshot() {
     assert!(
         expected == svg,
         "live-training differs from {} (re-run with UPDATE_SNAPSHOTS=1 to accept)",
+        path.display()
+    );
+}
+
+/// Each formula of each chapter: `chapter: TeX` on one line, its MathML on the next.
+fn formula_listing() -> String {
+    use arlbook_app::chapters::{Block, CHAPTERS};
+    use arlbook_app::mathml::to_mathml;
+    let mut out = String::new();
+    for chapter in CHAPTERS {
+        for block in chapter.blocks {
+            let formulas: Vec<(&str, bool)> = match block {
+                Block::Display(tex) => vec![(tex, true)],
+                Block::Text(text) => text
+                    .split('$')
+                    .skip(1)
+                    .step_by(2)
+                    .map(|tex| (tex, false))
+                    .collect(),
+                _ => Vec::new(),
+            };
+            for (tex, display) in formulas {
+                let math = to_mathml(tex, display)
+                    .unwrap_or_else(|e| panic!("chapter {}: {e} in {tex}", chapter.id));
+                let kind = if display { "display" } else { "inline" };
+                out.push_str(&format!("{} ({kind}): {tex}\n{math}\n\n", chapter.id));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn every_chapter_formula_matches_its_mathml_snapshot() {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests")
+        .join("snapshots")
+        .join("formulas.txt");
+    let listing = formula_listing();
+    assert!(listing.matches("(display)").count() >= 20, "{listing:.400}");
+    if std::env::var("UPDATE_SNAPSHOTS").is_ok_and(|v| v == "1") {
+        std::fs::write(&path, &listing).expect("writing the snapshot");
+        return;
+    }
+    let expected = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        expected == listing,
+        "the chapters' MathML differs from {} (re-run with UPDATE_SNAPSHOTS=1 to accept it)",
         path.display()
     );
 }
