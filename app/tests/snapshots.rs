@@ -78,6 +78,7 @@ fn the_recorded_live_training_run_matches_its_svg_snapshot() {
 fn formula_listing() -> String {
     use arlbook_app::chapters::{Block, CHAPTERS};
     use arlbook_app::mathml::to_mathml;
+    use std::fmt::Write as _;
     let mut out = String::new();
     for chapter in CHAPTERS {
         for block in chapter.blocks {
@@ -95,7 +96,7 @@ fn formula_listing() -> String {
                 let math = to_mathml(tex, display)
                     .unwrap_or_else(|e| panic!("chapter {}: {e} in {tex}", chapter.id));
                 let kind = if display { "display" } else { "inline" };
-                out.push_str(&format!("{} ({kind}): {tex}\n{math}\n\n", chapter.id));
+                let _ = write!(out, "{} ({kind}): {tex}\n{math}\n\n", chapter.id);
             }
         }
     }

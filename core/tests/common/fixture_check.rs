@@ -11,7 +11,7 @@ pub fn fixture_files() -> Vec<PathBuf> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/policy");
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .expect("fixture directory exists")
-        .map(|entry| entry.unwrap().path())
+        .map(|entry| entry.expect("reading the fixture directory").path())
         .filter(|p| p.extension().is_some_and(|e| e == "json"))
         .collect();
     files.sort();

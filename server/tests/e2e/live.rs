@@ -62,6 +62,21 @@ fn fill_tiny_job(browser: &Browser, checks: &mut Checks) {
     }
 }
 
+/// Before any job is watched: one line instead of a chart of empty panels.
+fn note_stands_in_for_the_empty_chart(browser: &Browser, checks: &mut Checks) {
+    let waiting = browser.execute(
+        "const e = document.getElementById('live-empty'); \
+         const c = document.getElementById('live-canvas'); \
+         return e !== null && c !== null && !e.hidden && c.hidden;",
+        &[],
+    );
+    if waiting != Value::Bool(true) {
+        checks.failures.push(format!(
+            "{PAGE}: with no job watched, the chart is shown empty instead of the note"
+        ));
+    }
+}
+
 /// Served by `arlbook serve`: a job started from the form is streamed to its end.
 pub fn a_job_started_from_the_page_streams_to_its_end(checks: &mut Checks) {
     let browser = Browser::start(Gpu::Disabled, 1100, 1400);
@@ -82,18 +97,7 @@ pub fn a_job_started_from_the_page_streams_to_its_end(checks: &mut Checks) {
         checks.failures.push(format!("{PAGE}: no presets listed"));
         return;
     }
-    // Before any job is watched: one line instead of a chart of empty panels.
-    let waiting = browser.execute(
-        "const e = document.getElementById('live-empty'); \
-         const c = document.getElementById('live-canvas'); \
-         return e !== null && c !== null && !e.hidden && c.hidden;",
-        &[],
-    );
-    if waiting != Value::Bool(true) {
-        checks.failures.push(format!(
-            "{PAGE}: with no job watched, the chart is shown empty instead of the note"
-        ));
-    }
+    note_stands_in_for_the_empty_chart(&browser, checks);
     fill_tiny_job(&browser, checks);
     let Some(start) = browser.find("live-start", SETTLE) else {
         checks.failures.push(format!("{PAGE}: no start button"));
