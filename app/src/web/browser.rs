@@ -20,6 +20,25 @@ pub fn origin() -> String {
     window().location().origin().unwrap_or_default()
 }
 
+/// Tells the page that embeds this one how tall this page's content is
+/// (`arlbook-height:<px>` by `postMessage`), so the embed code's listener can size the
+/// frame. Nothing happens on a page that is not in a frame.
+pub fn post_height_to_parent() {
+    let win = window();
+    let Ok(Some(parent)) = win.parent() else {
+        return;
+    };
+    if parent == win {
+        return;
+    }
+    let Some(main) = document().query_selector("main").ok().flatten() else {
+        return;
+    };
+    let bottom = main.get_bounding_client_rect().bottom() + win.scroll_y().unwrap_or(0.0);
+    let height = bottom.ceil().max(0.0) as u32 + 16;
+    let _ = parent.post_message(&JsValue::from_str(&format!("arlbook-height:{height}")), "*");
+}
+
 /// Replaces the keys starting with `prefix` in the URL's query by `pairs`, without
 /// reloading or adding a history entry.
 pub fn write_query(prefix: &str, pairs: Vec<(String, String)>) {

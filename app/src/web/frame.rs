@@ -27,6 +27,23 @@ use crate::plot::{DECIMALS, format_number};
 /// Width of the SVG export, in pixels (the default of `arlbook figure` too).
 const EXPORT_WIDTH: u32 = crate::export::DEFAULT_WIDTH;
 
+/// The embed code's second line: the parent page sets an arlbook frame's height to what
+/// the frame reports (`arlbook-height:<px>`, posted by `browser::post_height_to_parent`
+/// after every redraw), so the frame fits its figure at any width.
+const EMBED_HEIGHT_LISTENER: &str = "<script>addEventListener(\"message\",e=>{const m=/^arlbook-height:(\\d+)$/.exec(e.data);if(m)for(const f of document.querySelectorAll(\"iframe\"))if(f.contentWindow===e.source)f.height=m[1]})</script>";
+
+/// The embed code's `<iframe>` at the suggested width of 760 px, with a fallback height
+/// for pages that leave the listener out: the canvas at that width plus room for the
+/// header, the controls, the readouts, the caption and the buttons.
+fn embed_frame_tag(url: &str, meta: &Meta) -> String {
+    let height = (728.0 * meta.aspect).round() as u32 + 620;
+    format!(
+        "<iframe src=\"{url}\" width=\"760\" height=\"{height}\" \
+         style=\"border:0;max-width:100%\" title=\"{}\"></iframe>",
+        crate::mathml::escape(meta.title)
+    )
+}
+
 /// The URL prefix of a figure's keys: none on its embed page, `id.` in a chapter.
 fn prefix(id: &str, embed: bool) -> String {
     if embed {
@@ -148,6 +165,9 @@ pub fn FigureFrame(figure: &'static dyn AnyFigure, embed: bool) -> impl IntoView
             }
             redraw_ms.set(browser::now_ms() - started);
             draws.update(|n| *n += 1);
+            if embed {
+                browser::post_height_to_parent();
+            }
         };
         let started_work = evaluate_on(
             plan,
@@ -253,12 +273,10 @@ fn Actions(
         format!("{}/embed/{id}?{query}", browser::origin())
     };
     let embed_code = move || {
-        let height = (720.0 * meta.aspect).round() as u32 + 420;
         format!(
-            "<iframe src=\"{}\" width=\"760\" height=\"{height}\" style=\"border:0\" \
-             title=\"{}\"></iframe>",
-            embed_url(),
-            crate::mathml::escape(meta.title)
+            "{}\n{}",
+            embed_frame_tag(&embed_url(), meta),
+            EMBED_HEIGHT_LISTENER
         )
     };
     let back_link = move || {
