@@ -131,7 +131,23 @@ pub struct Meta {
     pub panels: usize,
 }
 
+/// The width the embed code suggests for a figure's frame, in CSS pixels.
+pub const EMBED_WIDTH: u32 = 760;
+
+/// The embed code's second line: the parent page sets an arlbook frame's height to what
+/// the frame reports (`arlbook-height:<px>`, posted after every redraw), so the frame
+/// fits its figure at any width.
+pub const EMBED_HEIGHT_LISTENER: &str = "<script>addEventListener(\"message\",e=>{const m=/^arlbook-height:(\\d+)$/.exec(e.data);if(m)for(const f of document.querySelectorAll(\"iframe\"))if(f.contentWindow===e.source)f.height=m[1]})</script>";
+
 impl Meta {
+    /// The embed code's fallback frame height at [`EMBED_WIDTH`], for pages that leave
+    /// the listener out: the canvas at that width (less the frame's padding) plus room
+    /// for the header, the controls, the readouts, the caption and the buttons. The
+    /// browser test checks every figure's content fits in it.
+    pub fn embed_height(&self) -> u32 {
+        (728.0 * self.aspect).round() as u32 + 620
+    }
+
     /// Height divided by width at a CSS width of `css_width` pixels: the wide layout,
     /// or panels stacked (each 0.62 of the width tall) below [`NARROW_WIDTH`].
     pub fn aspect_at(&self, css_width: f64) -> f64 {

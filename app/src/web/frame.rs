@@ -19,27 +19,21 @@ use super::gpu::{Backend, Gpu, evaluate_on};
 use crate::chapters;
 use crate::compute::{Answers, Evaluation, Summary};
 use crate::figure::{
-    AnyFigure, Control, ControlKind, Evaluated, Meta, Readout, State, is_narrow, list_cells,
-    reader_message, slider_step_attribute, snap_to_step, toggle_cell,
+    AnyFigure, Control, ControlKind, EMBED_HEIGHT_LISTENER, EMBED_WIDTH, Evaluated, Meta, Readout,
+    State, is_narrow, list_cells, reader_message, slider_step_attribute, snap_to_step, toggle_cell,
 };
 use crate::plot::{DECIMALS, format_number};
 
 /// Width of the SVG export, in pixels (the default of `arlbook figure` too).
 const EXPORT_WIDTH: u32 = crate::export::DEFAULT_WIDTH;
 
-/// The embed code's second line: the parent page sets an arlbook frame's height to what
-/// the frame reports (`arlbook-height:<px>`, posted by `browser::post_height_to_parent`
-/// after every redraw), so the frame fits its figure at any width.
-const EMBED_HEIGHT_LISTENER: &str = "<script>addEventListener(\"message\",e=>{const m=/^arlbook-height:(\\d+)$/.exec(e.data);if(m)for(const f of document.querySelectorAll(\"iframe\"))if(f.contentWindow===e.source)f.height=m[1]})</script>";
-
-/// The embed code's `<iframe>` at the suggested width of 760 px, with a fallback height
-/// for pages that leave the listener out: the canvas at that width plus room for the
-/// header, the controls, the readouts, the caption and the buttons.
+/// The embed code's `<iframe>` at the suggested width, with the fallback height of
+/// `Meta::embed_height`.
 fn embed_frame_tag(url: &str, meta: &Meta) -> String {
-    let height = (728.0 * meta.aspect).round() as u32 + 620;
     format!(
-        "<iframe src=\"{url}\" width=\"760\" height=\"{height}\" \
+        "<iframe src=\"{url}\" width=\"{EMBED_WIDTH}\" height=\"{}\" \
          style=\"border:0;max-width:100%\" title=\"{}\"></iframe>",
+        meta.embed_height(),
         crate::mathml::escape(meta.title)
     )
 }

@@ -21,6 +21,7 @@ use arlbook_tests::browser::{self, Gpu};
 use arlbook_tests::cli::{Arlbook, workspace_root};
 use arlbook_tests::http::Server;
 
+mod embeds;
 mod live;
 mod reader;
 
@@ -94,10 +95,11 @@ fn notebook_in_headless_chromium() {
         base: format!("http://{}", server.addr),
         failures: Vec::new(),
     };
-    let groups: [(&str, CheckGroup); 10] = [
+    let groups: [(&str, CheckGroup); 11] = [
         ("article", article_numbers),
         ("explorer", explorer_computes),
         ("embed", embed_state_is_restored),
+        ("embed-fit", embeds::every_embed_fits_its_frame),
         ("native", page_numbers_match_the_native_computation),
         ("webgpu", webgpu_matches_the_cpu),
         ("chapters", chapters_load_with_their_figures),
