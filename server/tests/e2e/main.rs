@@ -448,20 +448,32 @@ fn chapters_load_with_their_figures(checks: &mut Checks) {
                 }
             }
         }
-        let shot = out.join(format!("chapter-{}.png", chapter.id));
-        browser::screenshot(&format!("{}{path}", checks.base), &shot, 1100, 2600);
+        // A desktop and a phone width (where multi-panel figures stack their panels).
+        for (width, height) in [(1280, 2600), (360, 3200)] {
+            let shot = out.join(format!("chapter-{}-{width}.png", chapter.id));
+            browser::screenshot(&format!("{}{path}", checks.base), &shot, width, height);
+            if !shot.is_file() {
+                checks
+                    .failures
+                    .push(format!("{path}: no screenshot at {width} px written"));
+            }
+        }
+    }
+    // Every embed at the size its embed code suggests.
+    for figure in FIGURES {
+        let meta = figure.meta();
+        let shot = out.join(format!("embed-{}.png", meta.id));
+        browser::screenshot(
+            &format!("{}/embed/{}", checks.base, meta.id),
+            &shot,
+            arlbook_app::figure::EMBED_WIDTH,
+            meta.embed_height(),
+        );
         if !shot.is_file() {
             checks
                 .failures
-                .push(format!("{path}: no screenshot written"));
+                .push(format!("/embed/{}: no screenshot written", meta.id));
         }
     }
-    // Phone width: multi-panel figures stack their panels.
-    browser::screenshot(
-        &format!("{}/chapter/policy-gradient", checks.base),
-        &out.join("narrow-360.png"),
-        360,
-        2400,
-    );
     eprintln!("screenshots in {}", out.display());
 }

@@ -142,21 +142,36 @@ impl Figure for GroupAdvantages {
             Rectangle::new([(x + 0.1, 0.0), (x + 0.9, *a)], color.mix(0.8).filled())
         }))?;
         let span = y_range.end - y_range.start;
-        chart.draw_series(slots.iter().map(|(x, _, a, reward)| {
+        // Each bar's label fits its slot: the reward and the advantage where there is
+        // room, the advantage alone on narrow screens, nothing where even that would
+        // run into the next bar's (the readouts list every value).
+        let slot_px = f64::from(chart.plotting_area().dim_in_pixel().0) / (width + 0.4);
+        let fits =
+            |text: &str| text.chars().count() as f64 * 0.6 * f64::from(style.px(11.0)) <= slot_px;
+        chart.draw_series(slots.iter().filter_map(|(x, _, a, reward)| {
             let y = if *a >= 0.0 {
                 a + span * 0.05
             } else {
                 a - span * 0.05
             };
-            Text::new(
-                format!(
-                    "r={} Â={}",
-                    plot::format_number(*reward, plot::LABEL_DECIMALS),
-                    plot::format_number(*a, plot::LABEL_DECIMALS)
-                ),
+            let full = format!(
+                "r={} Â={}",
+                plot::format_number(*reward, plot::LABEL_DECIMALS),
+                plot::format_number(*a, plot::LABEL_DECIMALS)
+            );
+            let short = plot::format_number(*a, 2);
+            let label = if fits(&full) {
+                full
+            } else if fits(&short) {
+                short
+            } else {
+                return None;
+            };
+            Some(Text::new(
+                label,
                 (x + 0.5, y),
                 style.text_centered(11.0, INK),
-            )
+            ))
         }))?;
         Ok(())
     }
