@@ -136,9 +136,12 @@ pub fn describe_control(control: &Control) -> String {
 }
 
 /// Height of an export `width` pixels wide: the figure's wide layout, as the snapshot
-/// tests and the page's SVG button draw it.
+/// tests and the page's SVG button draw it, or its panels stacked below
+/// [`crate::figure::NARROW_WIDTH`], as a phone shows it.
 pub fn height_for(figure: &dyn AnyFigure, width: u32) -> u32 {
-    (f64::from(width) * figure.meta().aspect).round().max(1.0) as u32
+    (f64::from(width) * figure.meta().aspect_at(f64::from(width)))
+        .round()
+        .max(1.0) as u32
 }
 
 /// Computes `figure` at `state` and renders it as an SVG document `width` pixels wide

@@ -457,13 +457,27 @@ pub trait Figure: Sync + 'static {
         area: &DrawingArea<DB, Shift>,
         style: &Style,
     ) -> DrawResult<DB>;
+    /// The tooltip at `point` (CSS pixels from the drawing's top-left corner) of a
+    /// drawing `size` CSS pixels large (`narrow`: panels stacked): the whole of what the
+    /// drawing abbreviates there. None by default.
+    fn hover(
+        _output: &Self::Output,
+        _point: (f64, f64),
+        _size: (f64, f64),
+        _narrow: bool,
+    ) -> Option<String> {
+        None
+    }
 }
 
 /// A computed figure, ready to be read out and drawn on any backend.
 pub trait Evaluated {
     /// The readouts.
     fn readouts(&self) -> Vec<Readout>;
-    /// The drawing as an SVG document of `width` × `height` pixels.
+    /// The tooltip at a point of the drawing (see [`Figure::hover`]).
+    fn hover(&self, point: (f64, f64), size: (f64, f64), narrow: bool) -> Option<String>;
+    /// The drawing as an SVG document of `width` × `height` pixels, its panels stacked
+    /// below [`NARROW_WIDTH`] as on the page.
     fn svg(&self, width: u32, height: u32) -> Result<String, String>;
     /// Draws on a canvas whose pixel size is already set; `scale` is its device pixel
     /// ratio, `narrow` selects the stacked layout.
@@ -508,15 +522,15 @@ impl<F: Figure> Evaluated for Evaluation<F> {
         F::readouts(&self.output)
     }
 
+    fn hover(&self, point: (f64, f64), size: (f64, f64), narrow: bool) -> Option<String> {
+        F::hover(&self.output, point, size, narrow)
+    }
+
     fn svg(&self, width: u32, height: u32) -> Result<String, String> {
-        let mut text = String::new();
-        {
-            let root = SVGBackend::with_string(&mut text, (width, height)).into_drawing_area();
-            root.fill(&WHITE).map_err(|e| e.to_string())?;
-            F::draw(&self.output, &root, &Style::new(1.0)).map_err(|e| e.to_string())?;
-            root.present().map_err(|e| e.to_string())?;
-        }
-        Ok(text)
+        let style = Style::new(1.0).stacked(is_narrow(f64::from(width)));
+        crate::plot::svg_document(width, height, |root| {
+            F::draw(&self.output, root, &style).map_err(|e| e.to_string())
+        })
     }
 
     #[cfg(target_arch = "wasm32")]

@@ -11,6 +11,8 @@
 //! - [`plot`]: shared colours and sizes; [`mathml`]: formulas as MathML.
 //! - [`export`]: one figure's state read strictly from a URL query and rendered to SVG
 //!   (what `arlbook figure` runs).
+//! - [`sweep`]: the settings a reader can reach with a figure's controls, for the tests
+//!   that check each gives a figure.
 //! - `web` (wasm32 only): the Leptos page — table of contents, chapter pages,
 //!   `/embed/<figure>`, the figure frame with its controls, canvas and export buttons.
 //!
@@ -24,6 +26,7 @@ pub mod figure;
 pub mod mathml;
 pub mod plot;
 pub mod query;
+pub mod sweep;
 
 #[cfg(target_arch = "wasm32")]
 mod web;

@@ -16,6 +16,7 @@ pub mod agent;
 pub mod api;
 pub mod cancel;
 pub mod error;
+pub mod font;
 #[cfg(feature = "gpu")]
 pub mod gpu;
 pub mod math;

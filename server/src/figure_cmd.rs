@@ -16,6 +16,9 @@ use std::process::ExitCode;
 use anyhow::Context;
 use arlbook_app::chapters::{FIGURES, figure};
 use arlbook_app::export::{self, DEFAULT_WIDTH, describe_control, render_svg, state_from_query};
+// The font every text of a PNG is drawn with (the SVG asks for `sans-serif`): the one
+// the app measured the drawing's labels with natively.
+use arlbook_app::plot::font::{FONT, FONT_FAMILY};
 use arlbook_core::FieldError;
 use clap::{Args, ValueEnum};
 use resvg::{tiny_skia, usvg};
@@ -24,12 +27,6 @@ use crate::output::outln;
 
 /// Exit status for a rejected input (as `arlbook compute`).
 const EXIT_BAD_INPUT: u8 = 2;
-
-/// The font every text of a PNG is drawn with (the SVG asks for `sans-serif`).
-/// `DejaVu Sans`, unmodified; its licence is in `assets/fonts/DejaVuSans-LICENSE.txt`.
-const FONT: &[u8] = include_bytes!("../assets/fonts/DejaVuSans.ttf");
-/// The family name inside [`FONT`].
-const FONT_FAMILY: &str = "DejaVu Sans";
 
 /// Largest PNG, in pixels (width × height): about 400 MB of RGBA while drawing.
 const MAX_PNG_PIXELS: f64 = 100e6;
@@ -167,15 +164,7 @@ fn rasterize(svg: &str, scale: f64) -> Result<Vec<u8>, FieldError> {
             format!("{scale} is outside [0.25, 8]"),
         ));
     }
-    let mut options = usvg::Options {
-        font_family: FONT_FAMILY.to_owned(),
-        ..usvg::Options::default()
-    };
-    let fonts = options.fontdb_mut();
-    fonts.load_font_data(FONT.to_vec());
-    fonts.set_sans_serif_family(FONT_FAMILY);
-    let tree = usvg::Tree::from_str(svg, &options)
-        .map_err(|e| FieldError::new("(drawing)", format!("the SVG does not parse: {e}")))?;
+    let tree = parse_svg(svg)?;
     let size = tree.size();
     let width_px = (f64::from(size.width()) * scale).ceil();
     let height_px = (f64::from(size.height()) * scale).ceil();
@@ -196,6 +185,19 @@ fn rasterize(svg: &str, scale: f64) -> Result<Vec<u8>, FieldError> {
     pixmap
         .encode_png()
         .map_err(|e| FieldError::new("(drawing)", format!("encoding the PNG: {e}")))
+}
+
+/// Parses an SVG document with [`FONT`] as its only font, text laid out.
+fn parse_svg(svg: &str) -> Result<usvg::Tree, FieldError> {
+    let mut options = usvg::Options {
+        font_family: FONT_FAMILY.to_owned(),
+        ..usvg::Options::default()
+    };
+    let fonts = options.fontdb_mut();
+    fonts.load_font_data(FONT.to_vec());
+    fonts.set_sans_serif_family(FONT_FAMILY);
+    usvg::Tree::from_str(svg, &options)
+        .map_err(|e| FieldError::new("(drawing)", format!("the SVG does not parse: {e}")))
 }
 
 /// Writes `bytes` to `out`, or to stdout for `-` (a closed pipe ends quietly).
@@ -229,6 +231,98 @@ mod tests {
             .iter()
             .filter(|p| u16::from(p.red()) + u16::from(p.green()) + u16::from(p.blue()) < 200)
             .count()
+    }
+
+    /// Every text of a drawing and its box on the canvas, laid out in [`FONT`].
+    fn text_boxes(svg: &str) -> Vec<(String, usvg::Rect)> {
+        fn walk(group: &usvg::Group, out: &mut Vec<(String, usvg::Rect)>) {
+            for node in group.children() {
+                match node {
+                    usvg::Node::Group(inner) => walk(inner, out),
+                    usvg::Node::Text(text) => {
+                        let content: String =
+                            text.chunks().iter().map(usvg::TextChunk::text).collect();
+                        out.push((content, text.abs_bounding_box()));
+                    }
+                    usvg::Node::Path(_) | usvg::Node::Image(_) => {}
+                }
+            }
+        }
+        let tree = parse_svg(svg).expect("the drawing parses");
+        let mut out = Vec::new();
+        walk(tree.root(), &mut out);
+        out
+    }
+
+    /// Widths a figure is checked at: the export's, the embed's, the narrowest wide
+    /// layout, a phone's and the narrowest the page supports.
+    const WIDTHS: [u32; 5] = [DEFAULT_WIDTH, 760, 560, 360, 320];
+
+    #[test]
+    fn every_label_of_every_figure_lies_inside_its_canvas() {
+        use arlbook_app::sweep::settings;
+        // Half a pixel of slack for rounding in the layout.
+        const SLACK: f32 = 0.5;
+        let mut outside = Vec::new();
+        let mut labels = 0;
+        for fig in FIGURES {
+            let meta = fig.meta();
+            for setting in settings(meta.controls)
+                .into_iter()
+                .filter(|s| matches!(s.origin, "default" | "corner"))
+            {
+                let widths: &[u32] = if setting.origin == "default" {
+                    &WIDTHS
+                } else {
+                    &[DEFAULT_WIDTH, 320]
+                };
+                for &width in widths {
+                    let Ok(svg) = render_svg(*fig, &setting.state, width) else {
+                        // A setting that does not compute is the sweep test's failure.
+                        continue;
+                    };
+                    let height = export::height_for(*fig, width) as f32;
+                    for (text, rect) in text_boxes(&svg) {
+                        labels += 1;
+                        let inside = rect.left() >= -SLACK
+                            && rect.top() >= -SLACK
+                            && rect.right() <= width as f32 + SLACK
+                            && rect.bottom() <= height + SLACK;
+                        if !inside {
+                            outside.push(format!(
+                                "{} at {width} px ({}, ?{}): {text:?} spans x {:.0}..{:.0}, \
+                                 y {:.0}..{:.0} of {width}×{height}",
+                                meta.id,
+                                setting.origin,
+                                setting.query(),
+                                rect.left(),
+                                rect.right(),
+                                rect.top(),
+                                rect.bottom()
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+        assert!(labels > 1000, "only {labels} labels found");
+        assert!(
+            outside.is_empty(),
+            "{} of {labels} labels leave the canvas:\n{}",
+            outside.len(),
+            outside.join("\n")
+        );
+    }
+
+    #[test]
+    fn a_label_past_the_edge_is_found() {
+        let svg = r#"<svg width="100" height="40" xmlns="http://www.w3.org/2000/svg">
+<text x="80" y="30" font-family="sans-serif" font-size="16">2000</text>
+</svg>"#;
+        let boxes = text_boxes(svg);
+        assert_eq!(boxes.len(), 1);
+        assert_eq!(boxes[0].0, "2000");
+        assert!(boxes[0].1.right() > 100.0, "{:?}", boxes[0].1);
     }
 
     #[test]

@@ -7,7 +7,8 @@
 //! ratio. Through WebGPU the result arrives later; the previous numbers stay until the
 //! whole new evaluation is done, and a result overtaken by a newer state is dropped.
 //! The figure element carries `data-draws` (evaluations shown so far) and
-//! `data-redraw-ms` (the last one's compute-and-draw time), which the browser tests read.
+//! `data-redraw-ms` (the last one's compute-and-draw time) with `data-draw-ms` (the part
+//! spent showing it: readouts and canvas), which the browser tests read.
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -22,7 +23,7 @@ use crate::figure::{
     AnyFigure, Control, ControlKind, EMBED_HEIGHT_LISTENER, EMBED_WIDTH, Evaluated, Meta, Readout,
     State, is_narrow, list_cells, reader_message, slider_step_attribute, snap_to_step, toggle_cell,
 };
-use crate::plot::{DECIMALS, format_number};
+use crate::plot::{DECIMALS, format_number, rich};
 
 /// Width of the SVG export, in pixels (the default of `arlbook figure` too).
 const EXPORT_WIDTH: u32 = crate::export::DEFAULT_WIDTH;
@@ -94,6 +95,26 @@ fn draw(
     }
 }
 
+/// The tooltip of the figure drawn on `canvas` (`shown`) where the pointer of `event`
+/// is: what [`Evaluated::hover`] says for that point, or nothing.
+fn tooltip_at(
+    canvas: &web_sys::HtmlCanvasElement,
+    event: &web_sys::MouseEvent,
+    shown: &RefCell<Option<Box<dyn Evaluated>>>,
+) -> String {
+    let rect = canvas.get_bounding_client_rect();
+    let point = (
+        f64::from(event.client_x()) - rect.left(),
+        f64::from(event.client_y()) - rect.top(),
+    );
+    let size = (rect.width(), rect.height());
+    shown
+        .borrow()
+        .as_ref()
+        .and_then(|e| e.hover(point, size, is_narrow(size.0)))
+        .unwrap_or_default()
+}
+
 /// Readouts as the items of a definition list: the label, the formatted value, and the
 /// full-precision value in `data-value` (what the browser tests read).
 pub(super) fn readout_items(readouts: Vec<Readout>) -> impl IntoView {
@@ -103,7 +124,7 @@ pub(super) fn readout_items(readouts: Vec<Readout>) -> impl IntoView {
             let text = r.text();
             view! {
                 <div class="readout">
-                    <dt>{r.label}</dt>
+                    <dt inner_html=rich::html(&r.label)></dt>
                     <dd id=r.id data-value=r.value.to_string()>{text}</dd>
                 </div>
             }
@@ -124,6 +145,8 @@ pub fn FigureFrame(figure: &'static dyn AnyFigure, embed: bool) -> impl IntoView
     let readouts = RwSignal::new(Vec::<Readout>::new());
     let error = RwSignal::new(None::<String>);
     let redraw_ms = RwSignal::new(0.0_f64);
+    // Of which showing it: the readouts and the canvas.
+    let draw_ms = RwSignal::new(0.0_f64);
     // How many evaluations have been shown: browser tests wait for it to move.
     let draws = RwSignal::new(0_u64);
     let resized = RwSignal::new(0_u32);
@@ -136,9 +159,14 @@ pub fn FigureFrame(figure: &'static dyn AnyFigure, embed: bool) -> impl IntoView
     let backend = use_context::<Backend>().unwrap_or_else(Backend::cpu_only);
     let badge = RwSignal::new(Badge::waiting());
     let answers = Rc::new(RefCell::new(Answers::default()));
+    // The evaluation on the canvas, for its tooltips.
+    let shown: Rc<RefCell<Option<Box<dyn Evaluated>>>> = Rc::new(RefCell::new(None));
+    let tooltip = RwSignal::new(String::new());
     let generation = Rc::new(Cell::new(0_u64));
 
+    let for_effect = Rc::clone(&shown);
     Effect::new(move |_| {
+        let shown = Rc::clone(&for_effect);
         let current = state.get();
         resized.track();
         let plan = backend.plan();
@@ -147,6 +175,7 @@ pub fn FigureFrame(figure: &'static dyn AnyFigure, embed: bool) -> impl IntoView
         }
         let started = browser::now_ms();
         let show = move |evaluation: Evaluation<Box<dyn Evaluated>>, gpu: Option<&Gpu>| {
+            let computed = browser::now_ms();
             badge.set(Badge::of(&evaluation.summary, gpu));
             match evaluation.result {
                 Ok(evaluated) => {
@@ -154,10 +183,13 @@ pub fn FigureFrame(figure: &'static dyn AnyFigure, embed: bool) -> impl IntoView
                     if let Some(canvas) = canvas_ref.get_untracked() {
                         draw(&*evaluated, &canvas, meta, error);
                     }
+                    *shown.borrow_mut() = Some(evaluated);
                 }
                 Err(err) => error.set(Some(reader_message(&err))),
             }
-            redraw_ms.set(browser::now_ms() - started);
+            let finished = browser::now_ms();
+            redraw_ms.set(finished - started);
+            draw_ms.set(finished - computed);
             draws.update(|n| *n += 1);
             if embed {
                 browser::post_height_to_parent();
@@ -179,7 +211,8 @@ pub fn FigureFrame(figure: &'static dyn AnyFigure, embed: bool) -> impl IntoView
         <figure
             class="figure"
             id=id
-            data-redraw-ms=move || format!("{:.1}", redraw_ms.get())
+            data-redraw-ms=move || format!("{:.2}", redraw_ms.get())
+            data-draw-ms=move || format!("{:.2}", draw_ms.get())
             data-draws=move || draws.get().to_string()
             data-backend=move || badge.with(|b| b.kind)
         >
@@ -208,6 +241,12 @@ pub fn FigureFrame(figure: &'static dyn AnyFigure, embed: bool) -> impl IntoView
                 style=format!("aspect-ratio: 1 / {}", meta.aspect)
                 role="img"
                 aria-label=meta.title
+                title=move || tooltip.get()
+                on:mousemove=move |event: web_sys::MouseEvent| {
+                    let text = canvas_ref.get_untracked().map(|c| tooltip_at(&c, &event, &shown));
+                    tooltip.set(text.unwrap_or_default());
+                }
+                on:mouseleave=move |_| tooltip.set(String::new())
             ></canvas>
             <p class="error" id=format!("{id}-error") hidden=move || error.get().is_none()>
                 {move || error.get().unwrap_or_default()}
@@ -357,7 +396,7 @@ fn control_view(
     match control.kind {
         ControlKind::Slider { min, max, step } => view! {
             <div class="control">
-                <label for=element_id.clone()>{control.label}</label>
+                <label for=element_id.clone() inner_html=rich::html(control.label)></label>
                 <input
                     type="range"
                     id=element_id.clone()
@@ -387,14 +426,14 @@ fn control_view(
                         }
                     />
                     " "
-                    {control.label}
+                    <span inner_html=rich::html(control.label)></span>
                 </label>
             </div>
         }
         .into_any(),
         ControlKind::Choice(options) => view! {
             <div class="control">
-                <label for=element_id.clone()>{control.label}</label>
+                <label for=element_id.clone() inner_html=rich::html(control.label)></label>
                 <select
                     id=element_id
                     prop:value=value
@@ -410,7 +449,7 @@ fn control_view(
         .into_any(),
         ControlKind::List | ControlKind::Rewards => view! {
             <div class="control list">
-                <label for=element_id.clone()>{control.label}</label>
+                <label for=element_id.clone() inner_html=rich::html(control.label)></label>
                 <input
                     type="text"
                     id=element_id
@@ -420,7 +459,7 @@ fn control_view(
                     on:input=move |ev| update(id, embed, state, key, event_target_value(&ev))
                 />
                 {(control.kind == ControlKind::Rewards).then(|| view! {
-                    <div class="cells" role="group" aria-label=format!("{}: click to flip 0 and 1", control.label)>
+                    <div class="cells" role="group" aria-label=format!("{}: click to flip 0 and 1", rich::plain(control.label))>
                         {move || cells_view(id, embed, key, state)}
                     </div>
                 })}

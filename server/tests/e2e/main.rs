@@ -24,6 +24,7 @@ use arlbook_tests::http::Server;
 mod embeds;
 mod live;
 mod reader;
+mod sweep;
 
 fn enabled() -> bool {
     std::env::var("ARLBOOK_E2E").is_ok_and(|v| v == "1")
@@ -95,7 +96,7 @@ fn notebook_in_headless_chromium() {
         base: format!("http://{}", server.addr),
         failures: Vec::new(),
     };
-    let groups: [(&str, CheckGroup); 11] = [
+    let groups: [(&str, CheckGroup); 14] = [
         ("article", article_numbers),
         ("explorer", explorer_computes),
         ("embed", embed_state_is_restored),
@@ -104,6 +105,9 @@ fn notebook_in_headless_chromium() {
         ("webgpu", webgpu_matches_the_cpu),
         ("chapters", chapters_load_with_their_figures),
         ("reader", reader::controls_move_the_numbers),
+        ("sweep", sweep::every_control_setting_gives_a_figure),
+        ("narrow", sweep::the_narrowest_layout_holds),
+        ("hover", sweep::a_hovered_token_is_shown_whole),
         ("latency", reader::redraw_latency),
         ("live", live::a_job_started_from_the_page_streams_to_its_end),
         ("static", live::without_a_server_the_recorded_run_is_shown),

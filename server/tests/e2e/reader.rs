@@ -287,7 +287,9 @@ fn cells_and_lists(checks: &mut Checks, browser: &Browser) {
 
 /// In the page: changes the figure's first slider, choice or toggle `count` times,
 /// each time waiting for the figure's draw counter to move and then for the next
-/// animation frame; calls back with the latencies in ms, or an error text.
+/// animation frame; calls back with `[latency, work, draw]` in ms per change (work: the
+/// figure's compute and draw, `data-redraw-ms`; draw: the part spent on readouts and
+/// canvas, `data-draw-ms`), or an error text.
 const TIME_REDRAWS: &str = r"
 const [figureId, count, limitMs, done] = arguments;
 const figure = document.getElementById(figureId);
@@ -320,7 +322,8 @@ function next(i) {
     if (Number(figure.dataset.draws) === before) return;
     observer.disconnect();
     clearTimeout(timer);
-    requestAnimationFrame(() => { times.push(performance.now() - t0); setTimeout(() => next(i + 1), 0); });
+    const work = [Number(figure.dataset.redrawMs), Number(figure.dataset.drawMs)];
+    requestAnimationFrame(() => { times.push([performance.now() - t0, ...work]); setTimeout(() => next(i + 1), 0); });
   });
   observer.observe(figure, { attributes: true, attributeFilter: ['data-draws'] });
   change(i);
@@ -350,8 +353,8 @@ pub fn redraw_latency(checks: &mut Checks) {
             "redraw latency, {label}: control change -> figure drawn -> next frame, {LATENCY_SAMPLES} changes"
         );
         eprintln!(
-            "  {:<18} {:>9} {:>9} {:>9}  backend",
-            "figure", "p50 ms", "p95 ms", "max ms"
+            "  {:<18} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}  backend",
+            "figure", "p50 ms", "p95 ms", "max ms", "work p50", "work p95", "draw p95"
         );
         for figure in FIGURES {
             let id = figure.meta().id;
@@ -383,15 +386,19 @@ pub fn redraw_latency(checks: &mut Checks) {
                 &[json!(id), json!(LATENCY_SAMPLES), json!(limit_ms)],
                 ONE_REDRAW * u32::try_from(LATENCY_SAMPLES).unwrap_or(u32::MAX),
             );
-            let Value::Array(times) = answer else {
+            let Value::Array(samples) = answer else {
                 checks
                     .failures
                     .push(format!("{path}: timing redraws failed: {answer}"));
                 continue;
             };
-            let mut times: Vec<f64> = times.iter().filter_map(Value::as_f64).collect();
-            times.sort_by(f64::total_cmp);
-            if times.is_empty() {
+            let column = |i: usize| {
+                let mut values: Vec<f64> = samples.iter().filter_map(|s| s[i].as_f64()).collect();
+                values.sort_by(f64::total_cmp);
+                values
+            };
+            let (times, work, draw) = (column(0), column(1), column(2));
+            if times.is_empty() || work.is_empty() || draw.is_empty() {
                 continue;
             }
             let backend = browser
@@ -403,10 +410,13 @@ pub fn redraw_latency(checks: &mut Checks) {
                 .unwrap_or_default()
                 .to_owned();
             eprintln!(
-                "  {id:<18} {:>9.1} {:>9.1} {:>9.1}  {backend}",
+                "  {id:<18} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1}  {backend}",
                 percentile(&times, 0.5),
                 percentile(&times, 0.95),
-                times.last().copied().unwrap_or(f64::NAN)
+                times.last().copied().unwrap_or(f64::NAN),
+                percentile(&work, 0.5),
+                percentile(&work, 0.95),
+                percentile(&draw, 0.95)
             );
         }
     }

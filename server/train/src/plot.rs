@@ -56,8 +56,22 @@ fn panel<'a, 'b>(
     Ok(chart)
 }
 
+/// Registers the core's `DejaVu Sans` as plotters' `sans-serif`, which plotters measures
+/// the plot's text with natively (`arlbook_core::font`).
+fn register_font() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let _ = plotters::style::register_font(
+            "sans-serif",
+            FontStyle::Normal,
+            arlbook_core::font::DEJAVU_SANS,
+        );
+    });
+}
+
 /// The SVG of the run whose metrics rows are `rows`.
 pub fn svg(rows: &[MetricsRow], title: &str) -> Result<String> {
+    register_font();
     let mut out = String::new();
     {
         let root = SVGBackend::with_string(&mut out, (900, 360)).into_drawing_area();

@@ -196,6 +196,9 @@ impl Figure for Episode {
             LINE_CHARS
         };
         let left = px(34.0);
+        // Room for a line of text right of `left`, a small margin kept.
+        let (width, _) = area.dim_in_pixel();
+        let room = width.saturating_sub(style.px(34.0 + 6.0));
         let (bar_left, bar_right) = (px(14.0), px(22.0));
         let mut y = px(8.0);
         area.draw_text(
@@ -227,16 +230,20 @@ impl Figure for Episode {
                 GREEN.filled(),
             ))?;
             let action_color = if turn.parsed { BLUE } else { RED };
+            let action = format!("{}. {}", t + 1, one_line(&turn.action, chars));
+            let font = style.text_colored(14.0, action_color);
             area.draw_text(
-                &format!("{}. {}", t + 1, one_line(&turn.action, chars)),
-                &style.text_colored(14.0, action_color),
+                &plot::fit_plain(area, &action, &font, room)?,
+                &font,
                 (left, y),
             )?;
             y += line;
             for observation in turn.observation.lines().take(OBSERVATION_LINES) {
+                let observation = format!("   {}", one_line(observation, chars));
+                let font = style.text_colored(13.0, ORANGE);
                 area.draw_text(
-                    &format!("   {}", one_line(observation, chars)),
-                    &style.text_colored(13.0, ORANGE),
+                    &plot::fit_plain(area, &observation, &font, room)?,
+                    &font,
                     (left, y),
                 )?;
                 y += line;

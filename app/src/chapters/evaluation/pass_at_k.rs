@@ -20,8 +20,14 @@ pub struct PassAtK;
 /// What the figure computes.
 #[derive(Debug, Clone)]
 pub struct Output {
-    /// Chosen `k`.
+    /// Candidates `n`.
+    pub n: u64,
+    /// Passing candidates, at most `n`.
+    pub c: u64,
+    /// Chosen `k`, at most `n`.
     pub k: u64,
+    /// Whether the sliders asked for a `c` or `k` above `n` (and got `n`).
+    pub capped: bool,
     /// `(k, unbiased, plug-in)` for `k = 1 ..= n`.
     pub curve: Vec<(f64, f64, f64)>,
     /// The unbiased estimate at `k`.
@@ -63,14 +69,10 @@ impl Figure for PassAtK {
 
     fn compute(state: &State) -> Result<Output, FieldError> {
         let n = state.count("n")? as u64;
-        let c = state.count("c")? as u64;
-        let k = state.count("k")? as u64;
-        if c > n {
-            return Err(FieldError::new("c", "at most n candidates can pass"));
-        }
-        if k > n {
-            return Err(FieldError::new("k", "k cannot exceed n"));
-        }
+        // The sliders for c and k reach 50 whatever n is; the figure reads them as at
+        // most n (no more than n candidates can pass, or be drawn) and says so.
+        let (c_asked, k_asked) = (state.count("c")? as u64, state.count("k")? as u64);
+        let (c, k) = (c_asked.min(n), k_asked.min(n));
         let mut curve = Vec::with_capacity(n as usize);
         let (mut estimate, mut plug_in) = (0.0, 0.0);
         for kk in 1..=n {
@@ -96,7 +98,10 @@ impl Figure for PassAtK {
             half_widths.push((t as f64, se(t)?.half_width_95));
         }
         Ok(Output {
+            n,
+            c,
             k,
+            capped: c_asked > n || k_asked > n,
             curve,
             estimate,
             plug_in,
@@ -145,13 +150,15 @@ impl Figure for PassAtK {
     ) -> DrawResult<DB> {
         let columns = area.split_evenly(style.grid(2));
         let n = output.curve.len().max(1) as f64;
-        let mut left = plot::framed_chart(
-            &columns[0],
-            "pass@k: unbiased (blue) vs plug-in (orange)",
-            style,
-            0.5..n + 0.5,
-            0.0..1.05,
-        )?;
+        let title = if output.capped {
+            format!(
+                "pass@k, c and k capped at n = {}: unbiased (blue), plug-in (orange)",
+                output.n
+            )
+        } else {
+            "pass@k: unbiased (blue) vs plug-in (orange)".to_owned()
+        };
+        let mut left = plot::framed_chart(&columns[0], &title, style, 0.5..n + 0.5, 0.0..1.05)?;
         plot::mesh(&mut left, style).x_desc("k").draw()?;
         left.draw_series(LineSeries::new(
             output.curve.iter().map(|(k, e, _)| (*k, *e)),
@@ -214,8 +221,14 @@ mod tests {
     }
 
     #[test]
-    fn c_or_k_above_n_is_an_error() {
-        assert_eq!(compute_at("n=5&c=6").err().unwrap().field, "c");
-        assert_eq!(compute_at("n=5&k=6").err().unwrap().field, "k");
+    fn c_or_k_above_n_reads_as_n() {
+        let output = compute_at("n=5&c=6&k=9").unwrap();
+        assert_eq!((output.n, output.c, output.k), (5, 5, 5));
+        assert!(output.capped);
+        assert_eq!(output.estimate, 1.0);
+        let output = compute_at("n=5&c=2&k=5").unwrap();
+        assert!(!output.capped);
+        // Every candidate drawn: one of the two passing ones is among them.
+        assert_eq!(output.estimate, 1.0);
     }
 }

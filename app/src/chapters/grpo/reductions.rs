@@ -145,7 +145,7 @@ impl Figure for Reductions {
                 Readout::new(
                     id,
                     &format!("loss-{}", m.reduction),
-                    format!("loss, {}", m.reduction),
+                    format!("loss, {}", plot::rich::verbatim(m.reduction)),
                     m.loss,
                 )
             })
@@ -178,11 +178,11 @@ impl Figure for Reductions {
         for (map, panel) in output.maps.iter().zip(panels.iter()) {
             let title = format!(
                 "{}: loss = {}",
-                map.reduction,
+                plot::rich::verbatim(map.reduction),
                 plot::format_number(map.loss, plot::DECIMALS)
             );
             let inner = panel.margin(style.px(6.0), style.px(6.0), style.px(6.0), style.px(6.0));
-            let inner = inner.titled(&title, style.text(13.0))?;
+            let inner = plot::titled(&inner, &title, style)?;
             let (width, height) = inner.dim_in_pixel();
             let rows = map.weights.len().max(1);
             let columns = map.weights.iter().map(Vec::len).max().unwrap_or(1).max(1);

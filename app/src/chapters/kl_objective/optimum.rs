@@ -156,10 +156,10 @@ impl Figure for Optimum {
             plot::padded(r_lo, r_hi),
         )?;
         plot::mesh(&mut curve, style)
-            .x_desc("KL(π* ‖ π_ref), nats")
             .y_desc("expected reward")
             .x_labels(5)
             .draw()?;
+        plot::x_title(&panels[1], &curve, "KL(π* ‖ π_ref), nats", style)?;
         curve.draw_series(LineSeries::new(
             [
                 (0.0, output.best_reward),

@@ -134,12 +134,14 @@ impl Figure for LagFilter {
             .collect();
         let (_, top) = plot::extent(shares.iter().copied());
         let lags = shares.len().max(1) as f64;
+        let title_height = plot::title(
+            &panels[0],
+            "completed rollouts by lag (red: discarded)",
+            style,
+        )?;
         let mut left = ChartBuilder::on(&panels[0])
-            .caption(
-                "completed rollouts by lag (red: discarded)",
-                style.text(13.0),
-            )
             .margin(style.margin())
+            .margin_top(style.margin() + title_height)
             .x_label_area_size(style.px(30.0))
             .y_label_area_size(style.label_area())
             .build_cartesian_2d(-0.5..lags - 0.5, 0.0..top.max(0.01) * 1.1)?;

@@ -17,7 +17,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use crate::figure::{DrawResult, Figure, Meta, Readout, State, choice, slider, toggle};
-use crate::plot::{BLUE, GREEN, INK, LIGHT, ORANGE, RED, SHADE, Style, tint};
+use crate::plot::{self, BLUE, GREEN, INK, LIGHT, ORANGE, RED, SHADE, Style, tint};
 
 /// The figure.
 pub struct TokenLedger;
@@ -209,16 +209,13 @@ impl Figure for TokenLedger {
             (output.from + PER_ROW * ROWS).min(output.tokens.len()),
             output.tokens.len()
         );
-        let area = area.titled(&title, style.text(13.0))?;
+        let (band, area) = area.split_vertically(style.offset(TITLE_BAND));
+        plot::title(&band, &title, style)?;
         let (width, height) = area.dim_in_pixel();
-        let per_row = if style.narrow {
-            NARROW_PER_ROW
-        } else {
-            PER_ROW
-        };
-        let rows = PER_ROW * ROWS / per_row;
-        let cell_w = (width as i32 / per_row as i32).max(1);
-        let row_h = (height as i32 / rows as i32).max(1);
+        let grid = Grid::new(f64::from(width), f64::from(height), style.narrow);
+        let per_row = grid.per_row;
+        let cell_w = (grid.cell_w as i32).max(1);
+        let row_h = (grid.row_h as i32).max(1);
         let mark_h = (row_h / 6).max(2);
         let cell_h = row_h - mark_h - style.offset(4.0);
         let visible = output
@@ -267,6 +264,65 @@ impl Figure for TokenLedger {
         }
         Ok(())
     }
+
+    /// The whole token under the pointer (the cells show at most four characters).
+    fn hover(
+        output: &Output,
+        (x, y): (f64, f64),
+        (width, height): (f64, f64),
+        narrow: bool,
+    ) -> Option<String> {
+        let grid = Grid::new(width, (height - TITLE_BAND).max(1.0), narrow);
+        let index = output.from + grid.slot(x, y - TITLE_BAND)?;
+        let token = output.tokens.get(index)?;
+        let role = match token.role {
+            SpanRole::Prompt => "prompt",
+            SpanRole::Action => "action",
+            SpanRole::Observation => "observation",
+        };
+        let target = if token.trained {
+            "a training target"
+        } else {
+            "not trained on"
+        };
+        Some(format!(
+            "token {index}: {:?} ({role}, {target})",
+            token.piece
+        ))
+    }
+}
+
+/// Height of the band above the cells that holds the title, in CSS pixels.
+const TITLE_BAND: f64 = 26.0;
+
+/// How the window's tokens are laid out in cells, in the units of the area's size.
+struct Grid {
+    per_row: usize,
+    rows: usize,
+    cell_w: f64,
+    row_h: f64,
+}
+
+impl Grid {
+    fn new(width: f64, height: f64, narrow: bool) -> Self {
+        let per_row = if narrow { NARROW_PER_ROW } else { PER_ROW };
+        let rows = PER_ROW * ROWS / per_row;
+        Self {
+            per_row,
+            rows,
+            cell_w: (width / per_row as f64).floor(),
+            row_h: (height / rows as f64).floor(),
+        }
+    }
+
+    /// The window slot of the cell at `(x, y)`, if one is there.
+    fn slot(&self, x: f64, y: f64) -> Option<usize> {
+        if !(x >= 0.0 && y >= 0.0 && self.cell_w >= 1.0 && self.row_h >= 1.0) {
+            return None;
+        }
+        let (column, row) = ((x / self.cell_w) as usize, (y / self.row_h) as usize);
+        (column < self.per_row && row < self.rows).then_some(row * self.per_row + column)
+    }
 }
 
 #[cfg(test)]
@@ -276,6 +332,28 @@ mod tests {
 
     fn compute_at(query_text: &str) -> Output {
         compute_at_query::<TokenLedger>(query_text).unwrap()
+    }
+
+    #[test]
+    fn hovering_a_cell_names_its_whole_token() {
+        let output = compute_at("from=32");
+        // A 640 × 346 drawing: 20 px cells, rows of (346 - 26) / 8 = 40 px.
+        let size = (640.0, 346.0);
+        let third = TokenLedger::hover(&output, (45.0, 26.0 + 5.0), size, false).unwrap();
+        let piece = &output.tokens[34].piece;
+        assert!(third.starts_with("token 34: "), "{third}");
+        assert!(third.contains(&format!("{piece:?}")), "{third}");
+        // Second row, first cell.
+        let next_row = TokenLedger::hover(&output, (1.0, 26.0 + 41.0), size, false).unwrap();
+        assert!(next_row.starts_with("token 64: "), "{next_row}");
+        // Stacked: 16 per row in 16 rows of 20 px, so the same point is another token.
+        let point = (45.0, 26.0 + 25.0);
+        let wide = TokenLedger::hover(&output, point, (640.0, 346.0), false).unwrap();
+        assert!(wide.starts_with("token 34: "), "{wide}");
+        let narrow = TokenLedger::hover(&output, point, (320.0, 346.0), true).unwrap();
+        assert!(narrow.starts_with("token 50: "), "{narrow}");
+        assert!(TokenLedger::hover(&output, (45.0, 10.0), size, false).is_none());
+        assert!(TokenLedger::hover(&output, (700.0, 40.0), size, false).is_none());
     }
 
     #[test]

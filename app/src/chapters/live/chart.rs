@@ -110,9 +110,10 @@ fn panel<DB: DrawingBackend>(
     } else {
         y_range(lines, scale)
     };
+    let title_height = plot::title(area, title, style)?;
     let mut chart = ChartBuilder::on(area)
-        .caption(title, style.text(13.0))
         .margin(style.margin())
+        .margin_top(style.margin() + title_height)
         .x_label_area_size(style.px(24.0))
         .y_label_area_size(style.px(44.0))
         .build_cartesian_2d(x_range, y_range)?;
@@ -262,14 +263,9 @@ pub fn draw<DB: DrawingBackend>(
 /// The chart as an SVG document `width` pixels wide (height from [`aspect`]).
 pub fn svg(run: &Run, width: u32, narrow: bool) -> Result<String, String> {
     let height = (f64::from(width) * aspect(narrow)).round() as u32;
-    let mut text = String::new();
-    {
-        let root = SVGBackend::with_string(&mut text, (width, height)).into_drawing_area();
-        root.fill(&WHITE).map_err(|e| e.to_string())?;
-        draw(run, &root, &Style::new(1.0).stacked(narrow)).map_err(|e| e.to_string())?;
-        root.present().map_err(|e| e.to_string())?;
-    }
-    Ok(text)
+    plot::svg_document(width, height, |root| {
+        draw(run, root, &Style::new(1.0).stacked(narrow)).map_err(|e| e.to_string())
+    })
 }
 
 #[cfg(test)]

@@ -183,10 +183,10 @@ impl Figure for Clip {
                 y_range.clone(),
             )?;
             plot::mesh(&mut chart, style)
-                .x_desc("ratio ρ = π_θ / π_old")
                 .x_labels(6)
                 .y_labels(6)
                 .draw()?;
+            plot::x_title(column, &chart, "ratio ρ = π_θ / π_old", style)?;
             chart.draw_series(side.flat.iter().map(|(from, to)| {
                 Rectangle::new(
                     [(*from, y_range.start), (*to, y_range.end)],

@@ -149,12 +149,14 @@ impl Figure for Gae {
                 .copied()
                 .chain([0.0, 1.0]),
         );
+        let title_height = plot::title(
+            area,
+            "Â_t (bars), V_t (blue), return targets (orange)",
+            style,
+        )?;
         let mut chart = ChartBuilder::on(area)
-            .caption(
-                "Â_t (bars), V_t (blue), return targets (orange)",
-                style.text(13.0),
-            )
             .margin(style.margin())
+            .margin_top(style.margin() + title_height)
             .x_label_area_size(style.px(30.0))
             .y_label_area_size(style.label_area())
             .build_cartesian_2d(-0.5..steps - 0.5, plot::padded(lo, hi))?;

@@ -183,9 +183,10 @@ impl Figure for MixedGroups {
         // The heatmap, and beside it the scale its shades are read on.
         let legend_width = style.px(62.0).min(left.dim_in_pixel().0 / 4);
         let (left, legend) = left.split_horizontally(left.dim_in_pixel().0 - legend_width);
+        let title_height = plot::title(&left, "P(mixed group) over p and G", style)?;
         let mut heat = ChartBuilder::on(&left)
-            .caption("P(mixed group) over p and G", style.text(13.0))
             .margin(style.margin())
+            .margin_top(style.margin() + title_height)
             .x_label_area_size(style.px(30.0))
             .y_label_area_size(style.px(34.0))
             .build_cartesian_2d(0.0..1.0, 0.5..(G_MAX as f64 + 0.5))?;
@@ -228,9 +229,10 @@ impl Figure for MixedGroups {
             .filter_map(|(g, r)| r.filter(|v| v.is_finite() && *v > 0.0).map(|v| (*g, v)))
             .collect();
         let (_, hi) = plot::extent(finite.iter().map(|(_, r)| *r));
+        let title_height = plot::title(&right, "rollouts for B mixed groups, by G", style)?;
         let mut cost = ChartBuilder::on(&right)
-            .caption("rollouts for B mixed groups, by G", style.text(13.0))
             .margin(style.margin())
+            .margin_top(style.margin() + title_height)
             .x_label_area_size(style.px(30.0))
             .y_label_area_size(style.px(48.0))
             .build_cartesian_2d(1.0..G_MAX as f64, 0.0..hi.max(1.0) * 1.1)?;

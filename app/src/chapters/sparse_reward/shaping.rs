@@ -131,12 +131,14 @@ impl Figure for Shaping {
     ) -> DrawResult<DB> {
         let (lo, hi) = plot::extent(output.rows.iter().flat_map(|r| r.returns).chain([0.0, 1.0]));
         let groups = output.rows.len().max(1) as f64;
+        let title_height = plot::title(
+            area,
+            "return of each policy: sparse (blue), potential (green), naive (orange)",
+            style,
+        )?;
         let mut chart = ChartBuilder::on(area)
-            .caption(
-                "return of each policy: sparse (blue), potential (green), naive (orange)",
-                style.text(13.0),
-            )
             .margin(style.margin())
+            .margin_top(style.margin() + title_height)
             .x_label_area_size(style.px(30.0))
             .y_label_area_size(style.label_area())
             .build_cartesian_2d(-0.5..groups - 0.5, plot::padded(lo, hi))?;

@@ -3,6 +3,9 @@
 //! The browser draws in device pixels (a canvas of `css width × devicePixelRatio`), so
 //! every size goes through [`Style::px`]; SVG export uses a scale of 1.
 
+pub mod font;
+pub mod rich;
+
 use plotters::chart::MeshStyle;
 use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
@@ -126,13 +129,209 @@ pub fn framed_chart<'a, DB: DrawingBackend>(
     x: std::ops::Range<f64>,
     y: std::ops::Range<f64>,
 ) -> Result<NumericChart<'a, DB>, DrawingAreaErrorKind<DB::ErrorType>> {
+    let title_height = title(area, caption, style)?;
     ChartBuilder::on(area)
-        .caption(caption, style.text(13.0))
         .margin(style.margin())
+        .margin_top(style.margin() + title_height)
         .x_label_area_size(style.px(30.0))
         .y_label_area_size(style.label_area())
         .build_cartesian_2d(x, y)
 }
+
+/// An SVG document of `width` × `height` pixels on a white ground, drawn by `draw`,
+/// its text measured natively in [`font::FONT`].
+///
+/// # Errors
+/// What `draw` or the backend reports, as text.
+pub fn svg_document(
+    width: u32,
+    height: u32,
+    draw: impl FnOnce(&DrawingArea<SVGBackend<'_>, plotters::coord::Shift>) -> Result<(), String>,
+) -> Result<String, String> {
+    #[cfg(not(target_arch = "wasm32"))]
+    font::register();
+    let mut text = String::new();
+    {
+        let root = SVGBackend::with_string(&mut text, (width, height)).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| e.to_string())?;
+        draw(&root)?;
+        root.present().map_err(|e| e.to_string())?;
+    }
+    Ok(text)
+}
+
+/// Size of a panel's title, in CSS pixels.
+pub const TITLE_SIZE: f64 = 13.0;
+
+/// Draws `text` (subscripts as in [`rich`]) centred at the top of `area`, as a chart
+/// caption; returns the height it takes, padding included, in device pixels. A title
+/// wider than the area is broken in two at the separator (`: `, `, `, ` vs `) nearest
+/// its middle, and a line still too wide is shortened with `…`.
+///
+/// # Errors
+/// When the backend fails to draw.
+pub fn title<DB: DrawingBackend>(
+    area: &DrawingArea<DB, plotters::coord::Shift>,
+    text: &str,
+    style: &Style,
+) -> Result<u32, DrawingAreaErrorKind<DB::ErrorType>> {
+    let (width, _) = area.dim_in_pixel();
+    let room = width.saturating_sub(2 * style.px(4.0));
+    let (full_width, height) = rich::measure(area, text, style, TITLE_SIZE)?;
+    let lines = if full_width <= room {
+        vec![text.to_owned()]
+    } else {
+        let mut lines = Vec::new();
+        for line in split_in_two(text) {
+            lines.push(fit_text(area, &line, style, TITLE_SIZE, room)?);
+        }
+        lines
+    };
+    let padding = (height / 2).min(style.px(5.0));
+    let center = i32::try_from(width / 2).unwrap_or(i32::MAX);
+    let mut top = i32::try_from(padding).unwrap_or(i32::MAX);
+    let line_height = i32::try_from(height).unwrap_or(0) + style.offset(2.0);
+    for line in &lines {
+        rich::draw(
+            area,
+            line,
+            (center, top),
+            HPos::Center,
+            style,
+            TITLE_SIZE,
+            INK,
+        )?;
+        top += line_height;
+    }
+    let drawn = u32::try_from(line_height).unwrap_or(0) * lines.len() as u32;
+    Ok(drawn - style.px(2.0).min(drawn) + 2 * padding)
+}
+
+/// `text` broken at the separator nearest its middle (the separator's space dropped,
+/// its punctuation kept on the first line); the whole text when it has none.
+fn split_in_two(text: &str) -> Vec<String> {
+    let middle = text.chars().count() / 2;
+    let best = [": ", ", ", " vs ", "; "]
+        .iter()
+        .flat_map(|sep| {
+            text.match_indices(sep).map(move |(at, _)| {
+                let keep = sep.trim_end().len();
+                (at + keep, at + sep.len())
+            })
+        })
+        .min_by_key(|(end, _)| text[..*end].chars().count().abs_diff(middle));
+    match best {
+        Some((end, next)) => vec![text[..end].to_owned(), text[next..].to_owned()],
+        None => vec![text.to_owned()],
+    }
+}
+
+/// The label `text` (subscripts as in [`rich`]) as it fits in `room` device pixels at
+/// `size` CSS pixels: whole, or its longest beginning that fits followed by `…`.
+///
+/// # Errors
+/// When the backend cannot measure text.
+pub fn fit_text<DB: DrawingBackend>(
+    area: &DrawingArea<DB, plotters::coord::Shift>,
+    text: &str,
+    style: &Style,
+    size: f64,
+    room: u32,
+) -> Result<String, DrawingAreaErrorKind<DB::ErrorType>> {
+    shorten_to_fit(text, room, |t| Ok(rich::measure(area, t, style, size)?.0))
+}
+
+/// [`fit_text`] for text drawn as it is (code, an observation), underscores included.
+///
+/// # Errors
+/// When the backend cannot measure text.
+pub fn fit_plain<DB: DrawingBackend>(
+    area: &DrawingArea<DB, plotters::coord::Shift>,
+    text: &str,
+    font: &TextStyle<'_>,
+    room: u32,
+) -> Result<String, DrawingAreaErrorKind<DB::ErrorType>> {
+    shorten_to_fit(text, room, |t| {
+        Ok(font::rendered_width(area.estimate_text_size(t, font)?.0))
+    })
+}
+
+/// `text`, or its longest beginning followed by `…` whose `width` is within `room`
+/// (widths grow with the beginning's length, so a bisection finds it).
+fn shorten_to_fit<E>(
+    text: &str,
+    room: u32,
+    width: impl Fn(&str) -> Result<u32, E>,
+) -> Result<String, E> {
+    if width(text)? <= room {
+        return Ok(text.to_owned());
+    }
+    let chars: Vec<char> = text.chars().collect();
+    let (mut fits, mut too_long) = (0, chars.len());
+    while too_long - fits > 1 {
+        let mid = usize::midpoint(fits, too_long);
+        let candidate: String = chars[..mid].iter().collect::<String>() + "…";
+        if width(&candidate)? <= room {
+            fits = mid;
+        } else {
+            too_long = mid;
+        }
+    }
+    Ok(chars[..fits]
+        .iter()
+        .collect::<String>()
+        .trim_end()
+        .to_owned()
+        + "…")
+}
+
+/// [`title`] at the top of `area`, and the area below it.
+///
+/// # Errors
+/// When the backend fails to draw.
+pub fn titled<DB: DrawingBackend>(
+    area: &DrawingArea<DB, plotters::coord::Shift>,
+    text: &str,
+    style: &Style,
+) -> Result<DrawingArea<DB, plotters::coord::Shift>, DrawingAreaErrorKind<DB::ErrorType>> {
+    let height = title(area, text, style)?;
+    Ok(area
+        .split_vertically(i32::try_from(height).unwrap_or(i32::MAX))
+        .1)
+}
+
+/// Draws an axis title under `chart`'s x axis (in its tick-label band, as plotters'
+/// `x_desc` would), with subscripts as in [`rich`]. `area` is the panel the chart was
+/// built on with [`framed_chart`].
+///
+/// # Errors
+/// When the backend fails to draw.
+pub fn x_title<DB: DrawingBackend>(
+    area: &DrawingArea<DB, plotters::coord::Shift>,
+    chart: &NumericChart<'_, DB>,
+    text: &str,
+    style: &Style,
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+    let (x, y) = chart.plotting_area().get_pixel_range();
+    let (panel_x, panel_y) = area.get_pixel_range();
+    let (_, height) = rich::measure(area, text, style, AXIS_TITLE_SIZE)?;
+    let band = i32::try_from(style.px(30.0)).unwrap_or(i32::MAX);
+    let top = y.end + band - i32::try_from(height).unwrap_or(0) - panel_y.start;
+    let center = i32::midpoint(x.start, x.end) - panel_x.start;
+    rich::draw(
+        area,
+        text,
+        (center, top),
+        HPos::Center,
+        style,
+        AXIS_TITLE_SIZE,
+        INK,
+    )?;
+    Ok(())
+}
+
+/// Size of axis titles and tick labels, in CSS pixels.
+pub const AXIS_TITLE_SIZE: f64 = 11.0;
 
 /// The notebook's grid, axes and tick labels for `chart`; the caller adds axis
 /// descriptions or tick counts and draws it.
@@ -179,8 +378,19 @@ pub fn format_number(value: f64, decimals: usize) -> String {
 /// An axis tick label: [`format_number`] with [`DECIMALS`].
 #[allow(clippy::trivially_copy_pass_by_ref)] // plotters passes tick values by reference
 pub fn axis_label(value: &f64) -> String {
-    format_number(*value, DECIMALS)
+    let v = *value;
+    if v.is_finite() && v.abs() >= AXIS_EXPONENT_FROM {
+        // Ticks of millions in the label band's width: `2.5e6`, `1e7`.
+        let exponent = v.abs().log10().floor();
+        let mantissa = v / 10f64.powf(exponent);
+        format!("{}e{exponent}", format_number(mantissa, 2))
+    } else {
+        format_number(v, DECIMALS)
+    }
 }
+
+/// Tick values at least this large are written with an exponent ([`axis_label`]).
+pub const AXIS_EXPONENT_FROM: f64 = 1e6;
 
 /// A colour between white (t = 0) and `color` (t = 1).
 pub fn tint(color: RGBColor, t: f64) -> RGBColor {
@@ -283,6 +493,25 @@ pub fn histogram(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn large_ticks_take_an_exponent_and_small_ones_do_not() {
+        use super::axis_label;
+        assert_eq!(axis_label(&10_000_000.0), "1e7");
+        assert_eq!(axis_label(&2_500_000.0), "2.5e6");
+        assert_eq!(axis_label(&-3_000_000.0), "-3e6");
+        assert_eq!(axis_label(&999_999.0), "999999");
+        assert_eq!(axis_label(&0.25), "0.25");
+    }
+
+    #[test]
+    fn a_long_title_breaks_at_the_separator_nearest_its_middle() {
+        assert_eq!(
+            super::split_in_two("return of each policy: sparse (blue), potential (green)"),
+            ["return of each policy:", "sparse (blue), potential (green)"]
+        );
+        assert_eq!(super::split_in_two("no separator"), ["no separator"]);
+    }
+
     #[test]
     fn cell_text_keeps_a_readable_contrast_on_every_diverging_fill() {
         // The better of ink and white on every tint of both hues: at least 3.9:1, the

@@ -1,0 +1,247 @@
+//! The reader's controls over their whole range, in the page: every figure's embed page
+//! on the CPU path, its controls set as a reader sets them (the slider's `input`, the
+//! checkbox's and the list's `change`/`input` events) to each setting of
+//! `arlbook_app::sweep` but the seeded joint draws: every control's ends and grid one at
+//! a time, and the sliders' corners. After each redraw the figure must show no error,
+//! only finite readouts, and a canvas with a drawing on it.
+//!
+//! The layout at the narrowest width the page supports as well: at 320 px no chapter or
+//! embed scrolls sideways, and no two controls of a figure overlap.
+
+use std::time::Duration;
+
+use arlbook_app::chapters::{CHAPTERS, FIGURES};
+use arlbook_app::sweep::settings;
+use arlbook_tests::browser::Gpu;
+use arlbook_tests::webdriver::Browser;
+use serde_json::{Value, json};
+
+use super::Checks;
+
+/// Waiting for one figure's first drawing.
+const FIRST_DRAW: Duration = Duration::from_secs(60);
+/// Most time one setting may take to compute and draw.
+const ONE_SETTING_MS: u64 = 20_000;
+
+/// Applies each setting in turn (`[[key, value], …]` per setting) and reports what is
+/// wrong after its redraw: an error shown, a readout that is not finite, an empty canvas.
+const SWEEP: &str = r"
+const [id, settings, limitMs, done] = arguments;
+const figure = document.getElementById(id);
+const canvas = document.getElementById(id + '-canvas');
+const failures = [];
+function apply(pairs) {
+  let changed = false;
+  for (const [key, value] of pairs) {
+    const input = document.getElementById(id + '-input-' + key);
+    if (input === null) { failures.push('no control ' + key); continue; }
+    if (input.type === 'checkbox') {
+      const on = value === '1';
+      if (input.checked !== on) {
+        input.checked = on; changed = true;
+        input.dispatchEvent(new Event('change', { bubbles: true }));
+      }
+    } else if (input.value !== value || (input.type === 'range' && Number(input.value) !== Number(value))) {
+      input.value = value; changed = true;
+      const kind = input.tagName === 'SELECT' ? 'change' : 'input';
+      input.dispatchEvent(new Event(kind, { bubbles: true }));
+    }
+  }
+  return changed;
+}
+function inked() {
+  const context = canvas.getContext('2d');
+  const { width, height } = canvas;
+  if (width === 0 || height === 0) return 0;
+  const data = context.getImageData(0, 0, width, height).data;
+  let count = 0;
+  for (let i = 0; i < data.length; i += 16) {
+    if (data[i] < 200 || data[i + 1] < 200 || data[i + 2] < 200) count++;
+  }
+  return count;
+}
+function check(label) {
+  const error = document.getElementById(id + '-error');
+  if (error !== null && !error.hidden) failures.push(label + ': shows ' + JSON.stringify(error.textContent));
+  for (const dd of figure.querySelectorAll('.readouts dd')) {
+    const value = Number(dd.dataset.value);
+    if (!Number.isFinite(value)) failures.push(label + ': readout ' + dd.id + ' = ' + dd.dataset.value);
+  }
+  if (inked() < 200) failures.push(label + ': the canvas is nearly blank');
+}
+function next(i) {
+  if (i === settings.length) { done(failures); return; }
+  const pairs = settings[i];
+  const label = pairs.map(([k, v]) => k + '=' + v).join('&');
+  const before = Number(figure.dataset.draws);
+  if (!apply(pairs)) { check(label); setTimeout(() => next(i + 1), 0); return; }
+  const started = performance.now();
+  (function wait() {
+    if (Number(figure.dataset.draws) > before) {
+      requestAnimationFrame(() => { check(label); setTimeout(() => next(i + 1), 0); });
+    } else if (performance.now() - started > limitMs) {
+      failures.push(label + ': no redraw within ' + limitMs + ' ms');
+      setTimeout(() => next(i + 1), 0);
+    } else {
+      setTimeout(wait, 5);
+    }
+  })();
+}
+next(0);
+";
+
+fn wait_for_first_draw(browser: &Browser, id: &str) -> bool {
+    browser
+        .wait_for(
+            "const f = document.getElementById(arguments[0]); \
+             return f !== null && Number(f.dataset.draws) >= 1 ? true : null;",
+            &[json!(id)],
+            FIRST_DRAW,
+        )
+        .is_some()
+}
+
+/// Every figure's controls over the sweep, on the CPU path.
+pub fn every_control_setting_gives_a_figure(checks: &mut Checks) {
+    let browser = Browser::start(Gpu::Disabled, 1100, 1400);
+    let mut total = 0;
+    for figure in FIGURES {
+        let meta = figure.meta();
+        let id = meta.id;
+        let sweep: Vec<Value> = settings(meta.controls)
+            .into_iter()
+            .filter(|s| s.origin != "grid")
+            .map(|s| json!(s.state.to_pairs("")))
+            .collect();
+        total += sweep.len();
+        let path = format!("/embed/{id}?backend=cpu");
+        browser.goto(&format!("{}{path}", checks.base));
+        if !wait_for_first_draw(&browser, id) {
+            checks.failures.push(format!("{path}: never drew"));
+            continue;
+        }
+        let count = u32::try_from(sweep.len()).unwrap_or(u32::MAX);
+        let answer = browser.execute_async(
+            SWEEP,
+            &[json!(id), Value::Array(sweep), json!(ONE_SETTING_MS)],
+            Duration::from_millis(ONE_SETTING_MS) * count.max(1),
+        );
+        match answer {
+            Value::Array(failures) => checks.failures.extend(
+                failures
+                    .iter()
+                    .map(|f| format!("{path} swept: {}", f.as_str().unwrap_or_default())),
+            ),
+            other => checks
+                .failures
+                .push(format!("{path}: the sweep did not finish: {other}")),
+        }
+    }
+    eprintln!("e2e: swept {total} settings over {} figures", FIGURES.len());
+}
+
+/// What overflows at the page's width: the page's own sideways scroll, and pairs of a
+/// figure's controls whose boxes overlap.
+const LAYOUT: &str = r"
+const problems = [];
+const root = document.documentElement;
+if (root.scrollWidth > window.innerWidth + 1) {
+  problems.push('the page is ' + root.scrollWidth + ' px wide in a ' + window.innerWidth + ' px window');
+}
+for (const controls of document.querySelectorAll('.controls')) {
+  const boxes = [...controls.querySelectorAll('.control')].map(c => [c, c.getBoundingClientRect()]);
+  for (let i = 0; i < boxes.length; i++) {
+    const [a, ra] = boxes[i];
+    if (ra.right > window.innerWidth + 1) problems.push(a.textContent.trim() + ': ends at ' + Math.round(ra.right) + ' px');
+    for (let j = i + 1; j < boxes.length; j++) {
+      const [b, rb] = boxes[j];
+      const overlap = Math.min(ra.right, rb.right) - Math.max(ra.left, rb.left) > 1
+        && Math.min(ra.bottom, rb.bottom) - Math.max(ra.top, rb.top) > 1;
+      if (overlap) problems.push('controls overlap: ' + a.textContent.trim() + ' / ' + b.textContent.trim());
+    }
+  }
+}
+return problems;
+";
+
+/// The narrowest width the page supports, in CSS pixels.
+const NARROWEST: u32 = 320;
+
+/// Every chapter and every embed at 320 px: nothing wider than the window, no two
+/// controls on top of each other.
+pub fn the_narrowest_layout_holds(checks: &mut Checks) {
+    let browser = Browser::start(Gpu::Disabled, NARROWEST, 900);
+    let inner = browser
+        .execute("return window.innerWidth;", &[])
+        .as_u64()
+        .unwrap_or(0);
+    if inner != u64::from(NARROWEST) {
+        eprintln!("e2e: the window's inner width is {inner} px (asked for {NARROWEST})");
+    }
+    let mut pages: Vec<(String, Option<&str>)> = CHAPTERS
+        .iter()
+        .map(|c| (format!("/chapter/{}?backend=cpu", c.id), None))
+        .collect();
+    pages.extend(FIGURES.iter().map(|f| {
+        (
+            format!("/embed/{}?backend=cpu", f.meta().id),
+            Some(f.meta().id),
+        )
+    }));
+    for (path, figure) in pages {
+        browser.goto(&format!("{}{path}", checks.base));
+        let ready = match figure {
+            Some(id) => wait_for_first_draw(&browser, id),
+            None => browser
+                .wait_for(
+                    "return document.querySelector('h1') !== null && \
+                       [...document.querySelectorAll('figure.figure')] \
+                         .every(f => Number(f.dataset.draws) >= 1) ? true : null;",
+                    &[],
+                    FIRST_DRAW,
+                )
+                .is_some(),
+        };
+        if !ready {
+            checks
+                .failures
+                .push(format!("{path} at {NARROWEST} px: never rendered"));
+            continue;
+        }
+        if let Value::Array(problems) = browser.execute(LAYOUT, &[]) {
+            checks.failures.extend(problems.iter().map(|p| {
+                format!(
+                    "{path} at {NARROWEST} px: {}",
+                    p.as_str().unwrap_or_default()
+                )
+            }));
+        }
+    }
+}
+
+/// The ledger's cells show four characters of a token; the pointer over a cell shows
+/// the whole of it as the canvas's tooltip.
+pub fn a_hovered_token_is_shown_whole(checks: &mut Checks) {
+    let browser = Browser::start(Gpu::Disabled, 1100, 1400);
+    let path = "/embed/token-ledger?backend=cpu";
+    browser.goto(&format!("{}{path}", checks.base));
+    if !wait_for_first_draw(&browser, "token-ledger") {
+        checks.failures.push(format!("{path}: never drew"));
+        return;
+    }
+    // The first cell of the second row of cells, below the title band.
+    let title = browser.execute(
+        "const c = document.getElementById('token-ledger-canvas'); \
+         const r = c.getBoundingClientRect(); \
+         const x = r.left + r.width / 64, y = r.top + 26 + (r.height - 26) * 1.5 / 8; \
+         c.dispatchEvent(new MouseEvent('mousemove', { clientX: x, clientY: y, bubbles: true })); \
+         return new Promise(done => requestAnimationFrame(() => done(c.title)));",
+        &[],
+    );
+    let title = title.as_str().unwrap_or_default();
+    if !title.starts_with("token 32: ") {
+        checks.failures.push(format!(
+            "{path}: the pointer over the second row's first cell shows {title:?}, not token 32"
+        ));
+    }
+}
