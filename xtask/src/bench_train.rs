@@ -55,8 +55,17 @@ fn field(row: &Value, key: &str) -> f64 {
     row[key].as_f64().unwrap_or(f64::NAN)
 }
 
-/// Runs both sides and prints the comparison.
-pub fn run() -> anyhow::Result<()> {
+/// The last JSON line of a bench's output.
+fn parse(text: &str) -> anyhow::Result<Value> {
+    let line = text.lines().rev().find(|l| l.trim_start().starts_with('{'));
+    let Some(line) = line else {
+        bail!("no JSON line in:\n{text}");
+    };
+    serde_json::from_str(line).with_context(|| format!("parsing `{line}`"))
+}
+
+/// `arlbook bench-train` on the shared shape, with `extra` flags.
+fn arlbook_bench(extra: &[&str]) -> anyhow::Result<Value> {
     let mut rust_cmd = cargo();
     rust_cmd.args([
         "run",
@@ -69,15 +78,16 @@ pub fn run() -> anyhow::Result<()> {
     for (flag, value) in SHAPE {
         rust_cmd.args([flag, value]);
     }
-    let rust_out = output(rust_cmd.env("RAYON_NUM_THREADS", "2"))?;
-    let parse = |text: &str| -> anyhow::Result<Value> {
-        let line = text.lines().rev().find(|l| l.trim_start().starts_with('{'));
-        let Some(line) = line else {
-            bail!("no JSON line in:\n{text}");
-        };
-        serde_json::from_str(line).with_context(|| format!("parsing `{line}`"))
-    };
-    let rust = parse(&rust_out)?;
+    rust_cmd.args(extra);
+    parse(&output(rust_cmd.env("RAYON_NUM_THREADS", "2"))?)
+}
+
+/// Runs both sides and prints the comparison: arlbook as it trains on the CPU (the
+/// fused update, `server/train/src/fused`), arlbook with the update through burn's
+/// autodiff graph, and PyTorch.
+pub fn run() -> anyhow::Result<()> {
+    let rust = arlbook_bench(&[])?;
+    let graph = arlbook_bench(&["--graph-update"])?;
     // The tokenizer's vocabulary, so both models have the same parameters.
     let vocab = rust["vocab"]
         .as_u64()
@@ -116,8 +126,8 @@ pub fn run() -> anyhow::Result<()> {
         rust["parameters"], torch["parameters"]
     );
     println!(
-        "{:<28} {:>14} {:>14} {:>10}",
-        "measure", "arlbook", "pytorch", "ratio"
+        "{:<28} {:>14} {:>14} {:>14} {:>10} {:>10}",
+        "measure", "arlbook", "arlbook graph", "pytorch", "ratio", "graph ratio"
     );
     for (label, key, higher_is_better) in [
         ("rollout tokens/s", "rollout_tokens_per_s", true),
@@ -125,24 +135,32 @@ pub fn run() -> anyhow::Result<()> {
         ("GRPO step s", "grpo_step_s", false),
         ("multi-turn tokens/s", "multi_turn_tokens_per_s", true),
     ] {
-        let (r, t) = (field(&rust, key), field(&torch, key));
+        let (r, b, t) = (field(&rust, key), field(&graph, key), field(&torch, key));
         // Ratio as "arlbook speed relative to PyTorch": above 1 means arlbook is faster.
-        let ratio = if higher_is_better { r / t } else { t / r };
-        println!("{label:<28} {r:>14.3} {t:>14.3} {ratio:>9.2}x");
+        let ratio = |x: f64| if higher_is_better { x / t } else { t / x };
+        println!(
+            "{label:<28} {r:>14.3} {b:>14.3} {t:>14.3} {:>9.2}x {:>9.2}x",
+            ratio(r),
+            ratio(b)
+        );
     }
-    let (r, t) = (
+    let (r, b, t) = (
         field(&rust, "peak_resident_mib"),
+        field(&graph, "peak_resident_mib"),
         field(&torch, "peak_resident_mib"),
     );
     println!(
-        "{:<28} {r:>14.0} {t:>14.0} {:>10}",
+        "{:<28} {r:>14.0} {b:>14.0} {t:>14.0} {:>10}",
         "peak resident MiB", "(lower)"
     );
     println!(
-        "(ratio = arlbook speed / PyTorch speed; {}; multi-turn: arlbook keeps each \
-         episode's cache across turns, PyTorch re-prefills the context every turn as a \
-         plain generate loop does)",
-        torch["implementation"].as_str().unwrap_or("pytorch")
+        "(ratio = arlbook speed / PyTorch speed; {}; arlbook: its CPU trainer, the update \
+         fused by hand (the head and vocabulary softmax only at the {} generated positions \
+         a row's loss reads); arlbook graph: the same update through burn's autodiff; \
+         multi-turn: arlbook keeps each episode's cache across turns, PyTorch re-prefills \
+         the context every turn as a plain generate loop does)",
+        torch["implementation"].as_str().unwrap_or("pytorch"),
+        SHAPE[6].1
     );
     Ok(())
 }

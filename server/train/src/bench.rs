@@ -22,13 +22,15 @@
 use std::time::Instant;
 
 use arlbook_core::rng::RandomStream;
+use burn::optim::GradientsParams;
 use burn::prelude::*;
-use burn::tensor::Gradients;
 use serde::Serialize;
 
+use super::batching::{HostArrays, Tokens};
 use super::config::ModelConfig;
+use super::fused::score::{Entropy, Path, score, weights_for};
 use super::generate::{rollout_threads, try_in_parts};
-use super::loss::{SurrogateInputs, SurrogateSettings, surrogate_loss, token_logprobs};
+use super::loss::{SurrogateInputs, SurrogateSettings, surrogate_loss};
 use super::model::PolicyModel;
 use super::optimizer::adamw;
 use super::replicas::accumulate_in_parallel;
@@ -56,6 +58,9 @@ pub struct Workload {
     /// Threads of the update's microbatches ([`crate::replicas`]); `None`: as the
     /// trainer ([`rollout_threads`]).
     pub update_threads: Option<usize>,
+    /// Differentiate through burn's graph even on the CPU backend, where the trainer
+    /// takes the fused path ([`crate::fused`]): the comparison of the two.
+    pub graph_update: bool,
 }
 
 impl Workload {
@@ -208,39 +213,37 @@ fn multi_turn_episodes(
 }
 
 /// The clipped token-mean loss's gradients for one microbatch of `sequences` (its
-/// tokens after `prompt` are the generated ones, each weighing `weight`).
+/// tokens after `prompt` are the generated ones, each weighing `weight`), through
+/// `path` (see `crate::fused::score`).
 fn microbatch_gradients(
     model: &PolicyModel,
+    path: Path<'_>,
     chunk: &[Vec<u32>],
     prompt: usize,
     weight: f32,
     settings: &SurrogateSettings,
     device: &Device,
-) -> Gradients {
+) -> anyhow::Result<GradientsParams> {
     let n = chunk.len();
     let t = chunk.first().map_or(1, Vec::len) - 1;
-    let inputs: Vec<i32> = chunk
-        .iter()
-        .flat_map(|s| s[..t].iter().map(|&v| v as i32))
+    let scored: Vec<bool> = (0..n)
+        .flat_map(|_| (0..t).map(|j| j + 1 >= prompt))
         .collect();
-    let targets: Vec<i32> = chunk
-        .iter()
-        .flat_map(|s| s[1..].iter().map(|&v| v as i32))
-        .collect();
-    let mask: Vec<f32> = (0..n)
-        .flat_map(|_| (0..t).map(|j| if j + 1 >= prompt { 1.0 } else { 0.0 }))
-        .collect();
+    let mask: Vec<f32> = scored.iter().map(|&s| if s { 1.0 } else { 0.0 }).collect();
+    let host = HostArrays {
+        rows: n,
+        seq: t,
+        inputs: chunk.iter().flat_map(|s| s[..t].iter().copied()).collect(),
+        targets: chunk.iter().flat_map(|s| s[1..].iter().copied()).collect(),
+        scored,
+        kept: None,
+    };
+    let tokens = Tokens::new(host, vocab(), device);
     let weights: Vec<f32> = mask.iter().map(|m| m * weight).collect();
     let mask = Tensor::<2>::from_data(TensorData::new(mask, [n, t]), device);
-    let logits = model.forward(Tensor::from_data(TensorData::new(inputs, [n, t]), device));
-    let logp = token_logprobs(
-        logits,
-        Tensor::from_data(TensorData::new(targets, [n, t]), device),
-        1.0,
-        None,
-    );
+    let scores = score(path, model, &tokens, 1.0, Entropy::Skip, device)?;
     let inputs = SurrogateInputs {
-        old_logp: logp.clone().detach() * mask.clone(),
+        old_logp: scores.logp.clone().detach() * mask.clone(),
         mask,
         weights: Tensor::from_data(TensorData::new(weights, [n, t]), device),
         advantages: Tensor::from_data(TensorData::new(vec![0.5f32; n], [n, 1]), device),
@@ -248,7 +251,8 @@ fn microbatch_gradients(
         entropy: None,
         multipliers: None,
     };
-    surrogate_loss(logp, &inputs, settings).backward()
+    let loss = surrogate_loss(scores.logp.clone(), &inputs, settings);
+    scores.gradients(&loss, model, &device.clone().inner())
 }
 
 /// Runs the workload on `device` with the model shape `config`.
@@ -287,19 +291,24 @@ pub fn run(config: &ModelConfig, workload: &Workload, device: &Device) -> anyhow
         let t1 = Instant::now();
         let weight = 1.0 / (workload.rows * workload.new_tokens) as f32;
         let chunks: Vec<&[Vec<u32>]> = sequences.chunks(workload.microbatch_rows).collect();
+        let weights = if workload.graph_update {
+            None
+        } else {
+            weights_for(&model, device)?
+        };
+        let path = Path::for_device(device, weights.as_ref());
         let (grads, _) =
             accumulate_in_parallel(&model, &chunks, update_threads, |replica, chunk| {
-                Ok((
-                    microbatch_gradients(
-                        replica,
-                        chunk,
-                        workload.prompt,
-                        weight,
-                        &settings,
-                        &train_device,
-                    ),
-                    (),
-                ))
+                let grads = microbatch_gradients(
+                    replica,
+                    path,
+                    chunk,
+                    workload.prompt,
+                    weight,
+                    &settings,
+                    &train_device,
+                )?;
+                Ok((grads, ()))
             })?;
         model = optim.step(1e-4, model, grads);
         let update_s = t1.elapsed().as_secs_f64();
@@ -330,7 +339,11 @@ pub fn run(config: &ModelConfig, workload: &Workload, device: &Device) -> anyhow
         }
     }
     Ok(Timing {
-        implementation: "arlbook (burn)",
+        implementation: if workload.graph_update || *device != Device::flex() {
+            "arlbook (burn graph update)"
+        } else {
+            "arlbook (fused CPU update)"
+        },
         parameters: model.num_params(),
         vocab: vocab(),
         rollout_s: best_rollout,

@@ -8,7 +8,9 @@
 //!   cache, batched lockstep rollouts and token sampling with recorded log-probs.
 //! - [`batching`], [`loss`], [`optimizer`]: tensors of a microbatch, the policy loss
 //!   (the core's, in burn), AdamW with global-norm clipping and the schedule;
-//!   [`replicas`]: microbatches' forward and backward passes on every core.
+//!   [`replicas`]: microbatches' forward and backward passes on every core;
+//!   [`fused`]: the training forward and backward written by hand for the CPU
+//!   backend (checked against burn's graph).
 //! - [`trainer`]: the run state (device, model, optimizer, reference, lag pipeline,
 //!   position, metrics file): fresh, resumed or initialised from a checkpoint.
 //! - [`sft`], [`grpo`], [`rejection`]: the stages (SFT; GRPO; rejection-sampling SFT)
@@ -32,6 +34,7 @@ pub mod config;
 pub mod device;
 pub mod eval;
 pub mod footprint;
+pub mod fused;
 pub mod generate;
 pub mod grpo;
 pub mod loss;

@@ -28,6 +28,7 @@ use burn::prelude::*;
 use burn::tensor::activation::{gelu, softmax};
 
 use super::config::ModelConfig;
+use super::fused::{self, weights::Array};
 
 /// Added to the scores of masked keys (finite, so a fully masked row stays a number).
 const MASKED: f32 = -1.0e9;
@@ -360,6 +361,64 @@ impl PolicyModel {
         let logits = self.head.forward(self.norm.forward(last));
         let vocab = logits.dims()[2];
         logits.reshape([n, vocab])
+    }
+}
+
+impl Block {
+    /// This block's parameters as plain arrays (see [`crate::fused`]).
+    fn fused_weights(&self) -> anyhow::Result<fused::weights::Block> {
+        Ok(fused::weights::Block {
+            norm_attention: norm_arrays(&self.norm_attention)?,
+            qkv: dense_arrays(&self.qkv)?,
+            out: dense_arrays(&self.out)?,
+            norm_mlp: norm_arrays(&self.norm_mlp)?,
+            up: dense_arrays(&self.up)?,
+            down: dense_arrays(&self.down)?,
+        })
+    }
+}
+
+fn norm_arrays(norm: &LayerNorm) -> anyhow::Result<fused::weights::Norm> {
+    let beta = norm
+        .beta
+        .as_ref()
+        .ok_or_else(|| anyhow::anyhow!("the fused CPU path needs layer norms with a shift"))?;
+    Ok(fused::weights::Norm {
+        gamma: Array::read(&norm.gamma)?,
+        beta: Array::read(beta)?,
+    })
+}
+
+fn dense_arrays(linear: &Linear) -> anyhow::Result<fused::weights::Dense> {
+    let bias = linear
+        .bias
+        .as_ref()
+        .ok_or_else(|| anyhow::anyhow!("the fused CPU path needs linear layers with a bias"))?;
+    Ok(fused::weights::Dense {
+        weight: Array::read(&linear.weight)?,
+        bias: Array::read(bias)?,
+    })
+}
+
+impl PolicyModel {
+    /// Every parameter as a plain array with its id, for the fused CPU path
+    /// ([`crate::fused`]).
+    ///
+    /// # Errors
+    /// When a parameter cannot be read back from its device.
+    pub fn fused_weights(&self) -> anyhow::Result<fused::Weights> {
+        Ok(fused::Weights {
+            tokens: Array::read(&self.tokens.weight)?,
+            positions: Array::read(&self.positions.weight)?,
+            blocks: self
+                .blocks
+                .iter()
+                .map(Block::fused_weights)
+                .collect::<anyhow::Result<_>>()?,
+            norm: norm_arrays(&self.norm)?,
+            head: dense_arrays(&self.head)?,
+            heads: self.blocks.first().map_or(1, |b| b.heads),
+        })
     }
 }
 

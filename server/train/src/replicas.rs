@@ -18,13 +18,15 @@
 use anyhow::Result;
 use burn::module::Module;
 use burn::optim::{GradientsAccumulator, GradientsParams};
-use burn::tensor::Gradients;
 
 use crate::model::PolicyModel;
 
-/// Runs `work` on every item of `microbatches` (each returning its loss's gradients and
-/// a value) on `threads` threads, and returns the gradients summed in microbatch order
-/// and the values in that order. With one thread, `work` runs on `model` itself.
+/// Runs `work` on every item of `microbatches` (each returning its loss's gradients with
+/// respect to the model's parameters, and a value) on `threads` threads, and returns the
+/// gradients summed in microbatch order and the values in that order. `work` gets the
+/// model to differentiate: `model` itself with one thread, a replica otherwise. (The
+/// fused CPU path, `crate::fused`, builds no graph through the model and reads its
+/// weights once per step instead; the replicas then only carry the parameter ids.)
 ///
 /// # Errors
 /// The first error of `work`, in microbatch order.
@@ -32,7 +34,7 @@ pub fn accumulate_in_parallel<T: Sync, R: Send>(
     model: &PolicyModel,
     microbatches: &[T],
     threads: usize,
-    work: impl Fn(&PolicyModel, &T) -> Result<(Gradients, R)> + Sync,
+    work: impl Fn(&PolicyModel, &T) -> Result<(GradientsParams, R)> + Sync,
 ) -> Result<(GradientsParams, Vec<R>)> {
     let threads = threads.clamp(1, microbatches.len().max(1));
     let mut accumulator = GradientsAccumulator::<PolicyModel>::new();
@@ -40,7 +42,7 @@ pub fn accumulate_in_parallel<T: Sync, R: Send>(
     if threads == 1 {
         for item in microbatches {
             let (grads, value) = work(model, item)?;
-            accumulator.accumulate(model, GradientsParams::from_grads(grads, model));
+            accumulator.accumulate(model, grads);
             values.push(value);
         }
         return Ok((accumulator.grads(), values));
@@ -48,10 +50,7 @@ pub fn accumulate_in_parallel<T: Sync, R: Send>(
     let parts = arlbook_core::parallel::try_in_parts(microbatches, threads, |part| {
         let replica = model.valid().train();
         part.iter()
-            .map(|item| {
-                let (grads, value) = work(&replica, item)?;
-                Ok((GradientsParams::from_grads(grads, &replica), value))
-            })
+            .map(|item| work(&replica, item))
             .collect::<Result<Vec<_>>>()
     })?;
     for (grads, value) in parts {
@@ -128,7 +127,7 @@ mod tests {
             );
             let loss = logp.sum().neg();
             let value = loss.clone().try_into_scalar::<f32>().expect("loss");
-            Ok((loss.backward(), value))
+            Ok((GradientsParams::from_grads(loss.backward(), m), value))
         };
         let (one, losses_one) =
             accumulate_in_parallel(&model, &microbatches, 1, work).expect("one thread");
@@ -157,10 +156,12 @@ mod tests {
         };
         let model = PolicyModel::new(&config, vocab(), &device);
         let items = [0usize, 1, 2, 3];
-        let result =
-            accumulate_in_parallel(&model, &items, 2, |_, &i| -> Result<(Gradients, ())> {
-                anyhow::bail!("microbatch {i} failed")
-            });
+        let result = accumulate_in_parallel(
+            &model,
+            &items,
+            2,
+            |_, &i| -> Result<(GradientsParams, ())> { anyhow::bail!("microbatch {i} failed") },
+        );
         let error = result.expect_err("an error").to_string();
         assert_eq!(error, "microbatch 0 failed");
     }

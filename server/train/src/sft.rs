@@ -32,8 +32,8 @@ use burn::prelude::*;
 
 use super::batching::MicroBatch;
 use super::config::{LrSchedule, SFT_MICROBATCH_EPISODES};
+use super::fused::score::{Entropy, Path, score, weights_for};
 use super::generate::rollout_threads;
-use super::loss::token_logprobs;
 use super::optimizer::{clip_global_norm, learning_rate};
 use super::recovery::{self, Demonstration};
 use super::replicas::accumulate_in_parallel;
@@ -282,6 +282,9 @@ pub(super) fn demonstration_gradients(
     let tokens: usize = batch.iter().map(|d| d.trained_tokens()).sum();
     let slices: Vec<&[&Demonstration]> = batch.chunks(slice_episodes.max(1)).collect();
     let device = &trainer.device;
+    // The fused CPU path on the CPU backend, burn's graph elsewhere (`crate::fused`).
+    let weights = weights_for(&trainer.model, &trainer.plain)?;
+    let path = Path::for_device(&trainer.plain, weights.as_ref());
     // The slices' forward and backward passes on every core (see `crate::replicas`).
     let (grads, losses) = accumulate_in_parallel(
         &trainer.model,
@@ -289,13 +292,16 @@ pub(super) fn demonstration_gradients(
         rollout_threads(&trainer.plain),
         |model, slice| {
             let (micro, mask) = demonstration_batch(slice, device);
-            let logits = model.forward(micro.inputs);
-            let logp = token_logprobs(logits, micro.targets, 1.0, None);
-            let loss = (logp * mask).sum().neg().div_scalar(tokens.max(1) as f64);
-            let grads = loss.backward();
+            let scored = score(path, model, &micro.tokens, 1.0, Entropy::Skip, device)?;
+            let loss = (scored.logp.clone() * mask)
+                .sum()
+                .neg()
+                .div_scalar(tokens.max(1) as f64);
             let value = loss
+                .clone()
                 .try_into_scalar::<f32>()
                 .map_err(|e| anyhow::anyhow!("reading the SFT loss back from the device: {e:?}"))?;
+            let grads = scored.gradients(&loss, model, &trainer.plain)?;
             Ok((grads, f64::from(value)))
         },
     )?;

@@ -10,12 +10,12 @@ use anyhow::{Result, bail};
 use arlbook_core::Ragged;
 use arlbook_core::math::advantage::group_advantages;
 use arlbook_core::math::reduction::row_weights_by;
-use burn::optim::GradientsParams;
 use burn::prelude::*;
 
 use super::settings::{advantage_options, surrogate_settings};
 use crate::batching::{micro_batch, weight_tensor};
-use crate::loss::{SurrogateInputs, SurrogateSettings, surrogate_loss, token_logprobs};
+use crate::fused::score::{Entropy, Path, score, weights_for};
+use crate::loss::{SurrogateInputs, SurrogateSettings, surrogate_loss};
 use crate::optimizer::global_norm;
 use crate::rollout::Rollout;
 use crate::trainer::{Trainer, vocab};
@@ -90,7 +90,8 @@ fn check_equal_rewards(trainer: &Trainer) -> Result<()> {
     Ok(())
 }
 
-/// Zero advantages give a policy gradient of norm exactly 0 through burn's loss.
+/// Zero advantages give a policy gradient of norm exactly 0 through burn's loss and the
+/// update's path to the parameters.
 fn check_zero_gradient(trainer: &Trainer, group: &[Rollout]) -> Result<()> {
     let chunk: Vec<&Rollout> = group.iter().collect();
     let micro = micro_batch(&chunk, vocab(), &trainer.device);
@@ -102,13 +103,17 @@ fn check_zero_gradient(trainer: &Trainer, group: &[Rollout]) -> Result<()> {
         g.convention,
     )
     .map_err(|e| anyhow::anyhow!("pre-flight weights: {e}"))?;
-    let logits = trainer.model.forward(micro.inputs.clone());
-    let logp = token_logprobs(
-        logits,
-        micro.targets.clone(),
+    // The path the update takes (`crate::fused`).
+    let fused = weights_for(&trainer.model, &trainer.plain)?;
+    let path = Path::for_device(&trainer.plain, fused.as_ref());
+    let scored = score(
+        path,
+        &trainer.model,
+        &micro.tokens,
         g.temperature,
-        micro.not_kept.clone(),
-    );
+        Entropy::Skip,
+        &trainer.device,
+    )?;
     let settings = SurrogateSettings {
         beta: 0.0,
         entropy_coef: 0.0,
@@ -123,8 +128,8 @@ fn check_zero_gradient(trainer: &Trainer, group: &[Rollout]) -> Result<()> {
         entropy: None,
         multipliers: None,
     };
-    let grads = surrogate_loss(logp, &inputs, &settings).backward();
-    let grads = GradientsParams::from_grads(grads, &trainer.model);
+    let loss = surrogate_loss(scored.logp.clone(), &inputs, &settings);
+    let grads = scored.gradients(&loss, &trainer.model, &trainer.plain)?;
     let norm = global_norm(&trainer.model, &grads)?;
     if norm != 0.0 {
         bail!("pre-flight: zero advantages gave a policy gradient of norm {norm:e}");

@@ -45,11 +45,9 @@ use super::preflight;
 use super::settings::surrogate_settings;
 use crate::batching::{MicroBatch, micro_batch, token_tensor, weight_tensor};
 use crate::config::{GrpoConfig, TrainConfig};
+use crate::fused::score::{Entropy, Path, Scored, score, weights_for};
 use crate::generate::rollout_threads;
-use crate::loss::{
-    EntropyBonus, SurrogateInputs, entropy_with_graph, surrogate_loss, token_entropy,
-    token_logprobs,
-};
+use crate::loss::{EntropyBonus, SurrogateInputs, surrogate_loss, token_logprobs};
 use crate::model::PolicyModel;
 use crate::optimizer::clip_global_norm;
 use crate::replicas::accumulate_in_parallel;
@@ -158,17 +156,21 @@ struct Row<'a> {
 fn proximal_logp(trainer: &Trainer, groups: &[Vec<Rollout>]) -> Result<Vec<Vec<Vec<f64>>>> {
     let g = &trainer.config.grpo;
     let policy = trainer.model.valid();
+    let weights = weights_for(&policy, &trainer.plain)?;
+    let path = Path::for_device(&trainer.plain, weights.as_ref());
     let all: Vec<&Rollout> = groups.iter().flatten().collect();
     let mut rows: Vec<Vec<f64>> = Vec::with_capacity(all.len());
     for chunk in all.chunks(g.microbatch_rows.max(1)) {
         let micro = micro_batch(chunk, vocab(), &trainer.plain);
-        let logits = policy.forward(micro.inputs.clone());
-        let logp = token_logprobs(
-            logits,
-            micro.targets.clone(),
+        let logp = score(
+            path,
+            &policy,
+            &micro.tokens,
             g.temperature,
-            micro.not_kept.clone(),
-        );
+            Entropy::Skip,
+            &trainer.plain,
+        )?
+        .logp;
         let [_, t] = logp.dims();
         let values: Vec<f32> = logp
             .try_into_vec_as::<f32>()
@@ -185,8 +187,9 @@ fn proximal_logp(trainer: &Trainer, groups: &[Vec<Rollout>]) -> Result<Vec<Vec<V
 
 /// The log-probabilities of one microbatch under the policy (with the graph) and the
 /// reference (detached, on the training device), and the masked entropy's sum `[1]`.
-struct Scored {
-    logp: Tensor<2>,
+struct MicroScores<'a> {
+    /// The policy's scores, whose gradients the loss's backward pass gives.
+    scored: Scored<'a>,
     ref_logp: Option<Tensor<2>>,
     entropy_sum: Tensor<1>,
     /// The masked entropy with its graph, for the entropy bonus.
@@ -194,7 +197,7 @@ struct Scored {
 }
 
 /// What scoring a microbatch needs besides the policy: the reference model on the plain
-/// device, both devices, the sampling temperature.
+/// device, both devices, the sampling temperature, and the paths (`crate::fused`).
 struct Scorer<'a> {
     reference: Option<&'a PolicyModel>,
     plain: &'a Device,
@@ -202,37 +205,71 @@ struct Scorer<'a> {
     temperature: f64,
     /// Whether the loss has an entropy bonus (its entropy keeps the graph).
     entropy_bonus: bool,
+    /// The policy's path.
+    path: Path<'a>,
+    /// The reference's path.
+    reference_path: Path<'a>,
 }
 
-impl Scorer<'_> {
-    fn score(&self, model: &PolicyModel, micro: &MicroBatch) -> Scored {
-        let logits = model.forward(micro.inputs.clone());
-        let entropy = token_entropy(logits.clone(), self.temperature) * micro.mask.clone();
-        let bonus = self
-            .entropy_bonus
-            .then(|| entropy_with_graph(logits.clone(), self.temperature) * micro.mask.clone());
-        let logp = token_logprobs(
-            logits,
-            micro.targets.clone(),
+impl<'a> Scorer<'a> {
+    fn score(&self, model: &PolicyModel, micro: &MicroBatch) -> Result<MicroScores<'a>> {
+        let wanted = if self.entropy_bonus {
+            Entropy::Graph
+        } else {
+            Entropy::Values
+        };
+        let scored = score(
+            self.path,
+            model,
+            &micro.tokens,
             self.temperature,
-            micro.not_kept.clone(),
-        );
-        let ref_logp = self.reference.map(|reference| {
-            let ref_logits = reference.forward(micro.inputs.clone().to_device(self.plain));
-            let ref_logp = token_logprobs(
-                ref_logits,
-                micro.targets.clone().to_device(self.plain),
-                self.temperature,
-                micro.not_kept.clone().map(|m| m.to_device(self.plain)),
-            );
-            ref_logp.to_device(self.device).detach()
-        });
-        Scored {
-            logp,
+            wanted,
+            self.device,
+        )?;
+        let entropy = scored.entropy.clone() * micro.mask.clone();
+        let bonus = self.entropy_bonus.then(|| entropy.clone());
+        let ref_logp = self
+            .reference
+            .map(|reference| self.reference_logp(reference, micro))
+            .transpose()?;
+        Ok(MicroScores {
+            scored,
             ref_logp,
-            entropy_sum: entropy.sum(),
+            entropy_sum: entropy.detach().sum(),
             entropy: bonus,
-        }
+        })
+    }
+
+    /// The reference's log-probabilities, computed without a graph on the plain device.
+    fn reference_logp(&self, reference: &PolicyModel, micro: &MicroBatch) -> Result<Tensor<2>> {
+        let logp = match self.reference_path {
+            Path::Fused(_) => {
+                score(
+                    self.reference_path,
+                    reference,
+                    &micro.tokens,
+                    self.temperature,
+                    Entropy::Skip,
+                    self.plain,
+                )?
+                .logp
+            }
+            Path::Graph => {
+                let ref_logits =
+                    reference.forward(micro.tokens.inputs.clone().to_device(self.plain));
+                token_logprobs(
+                    ref_logits,
+                    micro.tokens.targets.clone().to_device(self.plain),
+                    self.temperature,
+                    micro
+                        .tokens
+                        .not_kept
+                        .clone()
+                        .map(|m| m.to_device(self.plain)),
+                )
+            }
+        };
+        Ok(logp.to_device(self.device).detach())
     }
 }
 
@@ -392,12 +429,20 @@ fn minibatch_step(
         .step_by(g.microbatch_rows.max(1))
         .map(|start| start..(start + g.microbatch_rows).min(rows.len()))
         .collect();
+    // The fused CPU path on the CPU backend, burn's graph elsewhere (`crate::fused`).
+    let weights = weights_for(&trainer.model, &trainer.plain)?;
+    let reference_weights = match &trainer.reference {
+        Some(reference) => weights_for(reference, &trainer.plain)?,
+        None => None,
+    };
     let scorer = Scorer {
         reference: trainer.reference.as_ref(),
         plain: &trainer.plain,
         device: &trainer.device,
         temperature: g.temperature,
         entropy_bonus: g.entropy_coef > 0.0,
+        path: Path::for_device(&trainer.plain, weights.as_ref()),
+        reference_path: Path::for_device(&trainer.plain, reference_weights.as_ref()),
     };
     // Each microbatch's forward and backward, on every core (see `crate::replicas`).
     let (mut grads, queued) = accumulate_in_parallel(
@@ -412,7 +457,7 @@ fn minibatch_step(
                 .collect();
             let micro = micro_batch(&chunk, vocab(), scorer.device);
             let correction = correction(&rows[span.clone()], &micro, g)?;
-            let scored = scorer.score(model, &micro);
+            let scored = scorer.score(model, &micro)?;
             let inputs = SurrogateInputs {
                 old_logp: correction.as_ref().map_or_else(
                     || micro.old_logp.clone(),
@@ -445,13 +490,14 @@ fn minibatch_step(
                         .detach()
                 },
             );
-            let loss = surrogate_loss(scored.logp.clone(), &inputs, &settings);
-            let grads = loss.backward();
+            let loss = surrogate_loss(scored.scored.logp.clone(), &inputs, &settings);
+            let logp = scored.scored.logp.clone().detach();
+            let grads = scored.scored.gradients(&loss, model, scorer.plain)?;
             let queued = Queued {
                 micro,
                 advantages,
                 rows: span.clone(),
-                logp: scored.logp.detach(),
+                logp,
                 ref_logp: scored.ref_logp,
                 loss: loss.detach(),
                 entropy_sum: scored.entropy_sum.detach(),
