@@ -408,10 +408,10 @@ pub struct BenchArgs {
     /// auto, cpu or gpu.
     #[arg(long, default_value = "cpu", value_parser = names_parser!(BackendChoice))]
     pub backend: BackendChoice,
-    /// Differentiate the update through burn's autodiff graph on the CPU backend too
-    /// (the trainer's CPU path is the fused one).
+    /// burn's forward passes and autodiff graph on the CPU backend too (the trainer's
+    /// CPU path is the fused one, `server/train/src/fused`): the two side by side.
     #[arg(long)]
-    pub graph_update: bool,
+    pub burn_only: bool,
 }
 
 /// Runs the synthetic GRPO workload and prints its timing as JSON.
@@ -445,7 +445,7 @@ pub fn run_bench(args: &BenchArgs) -> Result<ExitCode> {
         turn_tokens: args.turn_tokens,
         observation_tokens: args.observation_tokens,
         update_threads: args.update_threads,
-        graph_update: args.graph_update,
+        burn_only: args.burn_only,
     };
     if workload.episode_tokens() > args.context {
         anyhow::bail!(

@@ -83,11 +83,11 @@ fn arlbook_bench(extra: &[&str]) -> anyhow::Result<Value> {
 }
 
 /// Runs both sides and prints the comparison: arlbook as it trains on the CPU (the
-/// fused update, `server/train/src/fused`), arlbook with the update through burn's
+/// fused passes, `server/train/src/fused`), arlbook on burn's forward passes and
 /// autodiff graph, and PyTorch.
 pub fn run() -> anyhow::Result<()> {
     let rust = arlbook_bench(&[])?;
-    let graph = arlbook_bench(&["--graph-update"])?;
+    let burn = arlbook_bench(&["--burn-only"])?;
     // The tokenizer's vocabulary, so both models have the same parameters.
     let vocab = rust["vocab"]
         .as_u64()
@@ -127,7 +127,7 @@ pub fn run() -> anyhow::Result<()> {
     );
     println!(
         "{:<28} {:>14} {:>14} {:>14} {:>10} {:>10}",
-        "measure", "arlbook", "arlbook graph", "pytorch", "ratio", "graph ratio"
+        "measure", "arlbook", "arlbook burn", "pytorch", "ratio", "burn ratio"
     );
     for (label, key, higher_is_better) in [
         ("rollout tokens/s", "rollout_tokens_per_s", true),
@@ -135,7 +135,7 @@ pub fn run() -> anyhow::Result<()> {
         ("GRPO step s", "grpo_step_s", false),
         ("multi-turn tokens/s", "multi_turn_tokens_per_s", true),
     ] {
-        let (r, b, t) = (field(&rust, key), field(&graph, key), field(&torch, key));
+        let (r, b, t) = (field(&rust, key), field(&burn, key), field(&torch, key));
         // Ratio as "arlbook speed relative to PyTorch": above 1 means arlbook is faster.
         let ratio = |x: f64| if higher_is_better { x / t } else { t / x };
         println!(
@@ -146,7 +146,7 @@ pub fn run() -> anyhow::Result<()> {
     }
     let (r, b, t) = (
         field(&rust, "peak_resident_mib"),
-        field(&graph, "peak_resident_mib"),
+        field(&burn, "peak_resident_mib"),
         field(&torch, "peak_resident_mib"),
     );
     println!(
@@ -154,9 +154,10 @@ pub fn run() -> anyhow::Result<()> {
         "peak resident MiB", "(lower)"
     );
     println!(
-        "(ratio = arlbook speed / PyTorch speed; {}; arlbook: its CPU trainer, the update \
-         fused by hand (the head and vocabulary softmax only at the {} generated positions \
-         a row's loss reads); arlbook graph: the same update through burn's autodiff; \
+        "(ratio = arlbook speed / PyTorch speed; {}; arlbook: its CPU trainer's passes, \
+         written by hand (the update's head and vocabulary softmax only at the {} generated \
+         positions a row's loss reads); arlbook burn: the same work on burn's forward passes \
+         and autodiff; \
          multi-turn: arlbook keeps each episode's cache across turns, PyTorch re-prefills \
          the context every turn as a plain generate loop does)",
         torch["implementation"].as_str().unwrap_or("pytorch"),

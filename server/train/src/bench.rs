@@ -29,7 +29,7 @@ use serde::Serialize;
 use super::batching::{HostArrays, Tokens};
 use super::config::ModelConfig;
 use super::fused::score::{Entropy, Path, score, weights_for};
-use super::generate::{rollout_threads, try_in_parts};
+use super::generate::{Engine, rollout_threads, try_in_parts};
 use super::loss::{SurrogateInputs, SurrogateSettings, surrogate_loss};
 use super::model::PolicyModel;
 use super::optimizer::adamw;
@@ -58,9 +58,9 @@ pub struct Workload {
     /// Threads of the update's microbatches ([`crate::replicas`]); `None`: as the
     /// trainer ([`rollout_threads`]).
     pub update_threads: Option<usize>,
-    /// Differentiate through burn's graph even on the CPU backend, where the trainer
-    /// takes the fused path ([`crate::fused`]): the comparison of the two.
-    pub graph_update: bool,
+    /// burn's forward passes and autodiff graph even on the CPU backend, where the
+    /// trainer takes the fused passes ([`crate::fused`]): the comparison of the two.
+    pub burn_only: bool,
 }
 
 impl Workload {
@@ -132,63 +132,64 @@ fn random_tokens(rng: &mut RandomStream, count: usize) -> Vec<u32> {
 }
 
 /// Extends each of `contexts` by `new_tokens` greedy tokens: one prefill, then one
-/// cached decode step per token.
+/// cached decode step per token, through `engine` (the trainer's).
 fn greedy_decode(
-    policy: &PolicyModel,
+    engine: Engine<'_>,
     contexts: &[Vec<u32>],
     new_tokens: usize,
-    device: &Device,
 ) -> anyhow::Result<Vec<Vec<u32>>> {
     let refs: Vec<&[u32]> = contexts.iter().map(Vec::as_slice).collect();
-    let (mut cache, mut logits) = policy.prefill(&refs, device);
+    let (mut cache, mut logits) = engine.prefill(&refs)?;
     let mut sequences = contexts.to_vec();
-    for _ in 0..new_tokens {
-        let next = greedy(logits.clone())?;
+    let live = vec![true; contexts.len()];
+    for step in 0..new_tokens {
+        let next = greedy(&logits, contexts.len());
         for (s, &t) in sequences.iter_mut().zip(&next) {
             s.push(t);
         }
-        logits = policy.decode_step(&mut cache, &next, &vec![true; next.len()], device);
+        // As the PyTorch side: a decode step after every token, the last included.
+        logits = engine.step(&mut cache, &next, &live, step)?;
     }
-    // Wait for the last step (a GPU backend queues work).
-    logits
-        .try_into_data()
-        .map_err(|e| anyhow::anyhow!("finishing the last decode step on the device: {e:?}"))?;
     Ok(sequences)
 }
 
-/// The greedy token of each row of `logits: [N, V]`.
-fn greedy(logits: Tensor<2>) -> anyhow::Result<Vec<u32>> {
-    Ok(logits
-        .argmax(1)
-        .try_into_vec_as::<i64>()
-        .map_err(|e| anyhow::anyhow!("reading the greedy tokens back from the device: {e:?}"))?
-        .iter()
-        .map(|&t| t as u32)
-        .collect())
+/// The greedy token of each of the `rows` rows of `logits` (`[rows, V]`).
+fn greedy(logits: &[f32], rows: usize) -> Vec<u32> {
+    let vocab = logits.len() / rows.max(1);
+    logits
+        .chunks_exact(vocab.max(1))
+        .map(|row| {
+            row.iter()
+                .enumerate()
+                .fold((0, f32::NEG_INFINITY), |best, (i, &v)| {
+                    if v > best.1 { (i, v) } else { best }
+                })
+                .0 as u32
+        })
+        .collect()
 }
 
 /// Plays `episodes` turn by turn with one cache each: a prefill of the prompts, then per
 /// turn `turn_tokens` greedy tokens, and between turns an extension of the cache by the
 /// turn's last token and the tool result. Returns each row's whole token stream.
 fn multi_turn_episodes(
-    policy: &PolicyModel,
+    engine: Engine<'_>,
     episodes: &[Episode],
     turn_tokens: usize,
-    device: &Device,
 ) -> anyhow::Result<Vec<Vec<u32>>> {
     let prompts: Vec<&[u32]> = episodes.iter().map(|e| e.prompt.as_slice()).collect();
-    let (mut cache, mut logits) = policy.prefill(&prompts, device);
+    let (mut cache, mut logits) = engine.prefill(&prompts)?;
     let mut streams: Vec<Vec<u32>> = episodes.iter().map(|e| e.prompt.clone()).collect();
     let live = vec![true; episodes.len()];
     let turns = episodes.first().map_or(0, |e| e.observations.len() + 1);
     for turn in 0..turns {
         for i in 0..turn_tokens {
-            let next = greedy(logits.clone())?;
+            let next = greedy(&logits, episodes.len());
             for (s, &t) in streams.iter_mut().zip(&next) {
                 s.push(t);
             }
             if i + 1 < turn_tokens {
-                logits = policy.decode_step(&mut cache, &next, &live, device);
+                logits = engine.step(&mut cache, &next, &live, i)?;
             }
         }
         if turn + 1 < turns {
@@ -203,7 +204,7 @@ fn multi_turn_episodes(
                 })
                 .collect();
             let refs: Vec<&[u32]> = suffixes.iter().map(Vec::as_slice).collect();
-            logits = policy.extend(&mut cache, &refs, device);
+            logits = engine.extend(&mut cache, &refs)?;
             for (s, e) in streams.iter_mut().zip(episodes) {
                 s.extend_from_slice(&e.observations[turn]);
             }
@@ -279,23 +280,33 @@ pub fn run(config: &ModelConfig, workload: &Workload, device: &Device) -> anyhow
     let update_threads = workload
         .update_threads
         .unwrap_or_else(|| rollout_threads(device));
+    // The fused CPU passes on the CPU backend, as the trainer (unless `burn_only`).
+    let fused_weights = |model: &PolicyModel| -> anyhow::Result<Option<crate::fused::Weights>> {
+        if workload.burn_only {
+            Ok(None)
+        } else {
+            weights_for(model, device)
+        }
+    };
     for repeat in 0..=workload.repeats {
         // Rollout: prefill + greedy decode with the cache.
         let t0 = Instant::now();
         let policy = model.valid();
+        let weights = fused_weights(&policy)?;
+        let engine = Engine {
+            model: &policy,
+            device,
+            weights: weights.as_ref(),
+        };
         let sequences = try_in_parts(&contexts, rollout_threads(device), |part| {
-            greedy_decode(&policy, part, workload.new_tokens, device)
+            greedy_decode(engine, part, workload.new_tokens)
         })?;
         let rollout_s = t0.elapsed().as_secs_f64();
         // Update: forward, loss, backward over microbatches, one optimizer step.
         let t1 = Instant::now();
         let weight = 1.0 / (workload.rows * workload.new_tokens) as f32;
         let chunks: Vec<&[Vec<u32>]> = sequences.chunks(workload.microbatch_rows).collect();
-        let weights = if workload.graph_update {
-            None
-        } else {
-            weights_for(&model, device)?
-        };
+        let weights = fused_weights(&model)?;
         let path = Path::for_device(device, weights.as_ref());
         let (grads, _) =
             accumulate_in_parallel(&model, &chunks, update_threads, |replica, chunk| {
@@ -329,20 +340,26 @@ pub fn run(config: &ModelConfig, workload: &Workload, device: &Device) -> anyhow
         .collect();
     let mut best_multi_turn = f64::INFINITY;
     let policy = model.valid();
+    let weights = fused_weights(&policy)?;
+    let engine = Engine {
+        model: &policy,
+        device,
+        weights: weights.as_ref(),
+    };
     for repeat in 0..=workload.repeats {
         let t0 = Instant::now();
         try_in_parts(&episodes, rollout_threads(device), |part| {
-            multi_turn_episodes(&policy, part, workload.turn_tokens, device)
+            multi_turn_episodes(engine, part, workload.turn_tokens)
         })?;
         if repeat > 0 {
             best_multi_turn = best_multi_turn.min(t0.elapsed().as_secs_f64());
         }
     }
     Ok(Timing {
-        implementation: if workload.graph_update || *device != Device::flex() {
-            "arlbook (burn graph update)"
+        implementation: if workload.burn_only || *device != Device::flex() {
+            "arlbook (burn)"
         } else {
-            "arlbook (fused CPU update)"
+            "arlbook (fused CPU passes)"
         },
         parameters: model.num_params(),
         vocab: vocab(),
@@ -364,17 +381,12 @@ mod tests {
 
     /// The same episodes the PyTorch side plays: every turn re-prefills the whole
     /// context so far with a fresh cache.
-    fn reprefilled(
-        policy: &PolicyModel,
-        episodes: &[Episode],
-        turn_tokens: usize,
-        device: &Device,
-    ) -> Vec<Vec<u32>> {
+    fn reprefilled(engine: Engine<'_>, episodes: &[Episode], turn_tokens: usize) -> Vec<Vec<u32>> {
         let mut streams: Vec<Vec<u32>> = episodes.iter().map(|e| e.prompt.clone()).collect();
         let turns = episodes[0].observations.len() + 1;
         for turn in 0..turns {
             let contexts = streams.clone();
-            let generated = greedy_decode(policy, &contexts, turn_tokens, device).expect("decode");
+            let generated = greedy_decode(engine, &contexts, turn_tokens).expect("decode");
             streams = generated;
             if turn + 1 < turns {
                 for (s, e) in streams.iter_mut().zip(episodes) {
@@ -399,9 +411,18 @@ mod tests {
         let mut rng = RandomStream::new(5, 0);
         // Three turns: two tool results of four tokens.
         let episodes: Vec<Episode> = (0..3).map(|_| Episode::random(&mut rng, 7, 3, 4)).collect();
-        let cached = multi_turn_episodes(&policy, &episodes, 3, &device).expect("episodes");
-        assert_eq!(cached, reprefilled(&policy, &episodes, 3, &device));
-        // Prompt, three turns of three tokens, two tool results of four.
-        assert!(cached.iter().all(|s| s.len() == 7 + 9 + 8));
+        let weights = policy.fused_weights().expect("weights");
+        // burn's passes and the fused ones.
+        for weights in [None, Some(&weights)] {
+            let engine = Engine {
+                model: &policy,
+                device: &device,
+                weights,
+            };
+            let cached = multi_turn_episodes(engine, &episodes, 3).expect("episodes");
+            assert_eq!(cached, reprefilled(engine, &episodes, 3));
+            // Prompt, three turns of three tokens, two tool results of four.
+            assert!(cached.iter().all(|s| s.len() == 7 + 9 + 8));
+        }
     }
 }

@@ -13,6 +13,12 @@
 //! so the episodes' tokens are the same (tested against [`ModelGenerator::without_reuse`],
 //! today's full re-prefill of every turn).
 //!
+//! **Two engines.** On the CPU backend the forward passes are the fused ones of
+//! [`crate::fused::infer`] (a host cache per row, no padding); elsewhere, and with
+//! [`ModelGenerator::with_burn`], they are burn's [`PolicyModel::prefill`],
+//! [`PolicyModel::extend`] and [`PolicyModel::decode_step`]. Both give the same logits
+//! within `f32` rounding.
+//!
 //! [`roll_out`] runs a batch of episodes with it. On the CPU backend it splits the
 //! episodes into one contiguous part per core and runs each part's lockstep on its own
 //! thread: the small matrices of a decode step keep burn's CPU kernels on one core,
@@ -25,6 +31,8 @@ use arlbook_core::agent::{HarnessConfig, PolicyInfo};
 pub use arlbook_core::parallel::{in_parts, try_in_parts};
 use burn::prelude::*;
 
+use super::fused::Weights;
+use super::fused::infer::{self, advance};
 use super::model::{KvCache, PolicyModel};
 use super::rollout::{Action, EpisodeSpec, Generator, Request, Rollout, run_lockstep};
 use super::sampling::Sampler;
@@ -32,10 +40,19 @@ use super::sampling::Sampler;
 /// Most rows generated together (bounds the cache's memory).
 const MAX_ROWS: usize = 128;
 
+/// A batch's key/value cache: burn's on its device, or the fused path's on the host.
+#[derive(Debug)]
+pub enum Cache {
+    /// burn's, on its device.
+    Burn(KvCache),
+    /// The fused path's, one per row on the host.
+    Host(infer::Cache),
+}
+
 /// A batch's cache kept after its turn, with what each row holds.
 #[derive(Debug)]
 struct Kept {
-    cache: KvCache,
+    cache: Cache,
     /// Per row: the episode (its index in the lockstep's specs).
     episodes: Vec<usize>,
     /// Per row: the token ids the cache holds, in order (its real columns).
@@ -51,6 +68,11 @@ pub struct ModelGenerator<'m> {
     pub device: Device,
     /// Whether caches are kept across turns.
     reuse: bool,
+    /// Whether the fused CPU passes run the model (on the CPU backend, unless
+    /// [`ModelGenerator::with_burn`]).
+    fused: bool,
+    /// Their weights, read at the first call.
+    weights: Option<Weights>,
     kept: Vec<Kept>,
     /// Model calls answered from a kept cache, and by a fresh prefill.
     calls_extended: usize,
@@ -62,8 +84,10 @@ impl<'m> ModelGenerator<'m> {
     pub fn new(model: &'m PolicyModel, device: Device) -> Self {
         Self {
             model,
+            fused: device == Device::flex(),
             device,
             reuse: true,
+            weights: None,
             kept: Vec::new(),
             calls_extended: 0,
             calls_prefilled: 0,
@@ -73,6 +97,32 @@ impl<'m> ModelGenerator<'m> {
     /// Model calls answered so far by extending a kept cache, and by a fresh prefill.
     pub fn calls(&self) -> (usize, usize) {
         (self.calls_extended, self.calls_prefilled)
+    }
+
+    /// A generator on burn's forward passes even on the CPU backend (the reference the
+    /// fused passes are compared with).
+    pub fn with_burn(model: &'m PolicyModel, device: Device) -> Self {
+        Self {
+            fused: false,
+            ..Self::new(model, device)
+        }
+    }
+
+    /// The fused weights, read at the first call (`None` on burn's passes).
+    fn load_weights(&mut self) -> Result<()> {
+        if self.fused && self.weights.is_none() {
+            self.weights = Some(self.model.fused_weights()?);
+        }
+        Ok(())
+    }
+
+    /// The engine the model calls go through.
+    fn engine(&self) -> Engine<'_> {
+        Engine {
+            model: self.model,
+            device: &self.device,
+            weights: self.weights.as_ref().filter(|_| self.fused),
+        }
     }
 
     /// A generator that prefills every turn's whole context (the reference the
@@ -89,24 +139,18 @@ impl<'m> ModelGenerator<'m> {
     /// extended with the tokens fed. Returns the actions and the batch to keep.
     fn decode(
         &self,
-        mut cache: KvCache,
-        mut logits: Tensor<2>,
+        mut cache: Cache,
+        mut rows: Vec<f32>,
         requests: &mut [&mut Request<'_>],
         mut holds: Vec<Vec<u32>>,
         sampler: &Sampler,
     ) -> Result<(Vec<Action>, Kept)> {
         let n = requests.len();
+        let vocab = rows.len() / n.max(1);
         let mut actions = vec![Action::default(); n];
         let mut done: Vec<bool> = requests.iter().map(|r| r.limit == 0).collect();
         let longest = requests.iter().map(|r| r.limit).max().unwrap_or(0);
         for step in 0..longest {
-            let vocab = logits.dims()[1];
-            let rows: Vec<f32> = logits.try_into_vec_as::<f32>().map_err(|e| {
-                anyhow!(
-                    "reading the [{n}, {vocab}] logits of generation step {step} back from \
-                     the device: {e:?}"
-                )
-            })?;
             let mut next = vec![PAD; n];
             let mut live = vec![false; n];
             for (i, request) in requests.iter_mut().enumerate() {
@@ -135,9 +179,7 @@ impl<'m> ModelGenerator<'m> {
                     held.push(token);
                 }
             }
-            logits = self
-                .model
-                .decode_step(&mut cache, &next, &live, &self.device);
+            rows = self.engine().step(&mut cache, &next, &live, step)?;
         }
         let episodes = requests.iter().map(|r| r.episode).collect();
         Ok((
@@ -179,8 +221,91 @@ fn pick<'r, 'a>(requests: &'r mut [Request<'a>], indices: &[usize]) -> Vec<&'r m
         .collect()
 }
 
+/// The model's forward passes for generation: the fused CPU ones over `weights` when
+/// given, burn's on `device` otherwise.
+#[derive(Debug, Clone, Copy)]
+pub struct Engine<'a> {
+    /// The policy (burn's passes).
+    pub model: &'a PolicyModel,
+    /// Where burn's passes run.
+    pub device: &'a Device,
+    /// The fused passes' weights (`PolicyModel::fused_weights`).
+    pub weights: Option<&'a Weights>,
+}
+
+impl Engine<'_> {
+    /// Encodes `contexts` from scratch: their cache and last logits `[N, V]`.
+    pub fn prefill(&self, contexts: &[&[u32]]) -> Result<(Cache, Vec<f32>)> {
+        match self.weights {
+            Some(weights) => {
+                let mut cache = infer::Cache::new(contexts.len(), weights.blocks.len());
+                let logits = advance(weights, &mut cache, contexts);
+                Ok((Cache::Host(cache), logits))
+            }
+            None => {
+                let (cache, logits) = self.model.prefill(contexts, self.device);
+                Ok((Cache::Burn(cache), read_logits(logits, "the prefill")?))
+            }
+        }
+    }
+
+    /// Appends `suffixes` to the rows of `cache`: the logits at each row's last new token.
+    pub fn extend(&self, cache: &mut Cache, suffixes: &[&[u32]]) -> Result<Vec<f32>> {
+        match (cache, self.weights) {
+            (Cache::Host(cache), Some(weights)) => Ok(advance(weights, cache, suffixes)),
+            (Cache::Burn(cache), _) => read_logits(
+                self.model.extend(cache, suffixes, self.device),
+                "an extension",
+            ),
+            (Cache::Host(_), None) => Err(anyhow!("a host cache without the fused weights")),
+        }
+    }
+
+    /// One token per live row: the next logits `[N, V]`.
+    pub fn step(
+        &self,
+        cache: &mut Cache,
+        tokens: &[u32],
+        live: &[bool],
+        step: usize,
+    ) -> Result<Vec<f32>> {
+        match (cache, self.weights) {
+            (Cache::Host(cache), Some(weights)) => {
+                let fed: Vec<&[u32]> = tokens
+                    .iter()
+                    .zip(live)
+                    .map(|(t, &l)| if l { std::slice::from_ref(t) } else { &[] })
+                    .collect();
+                Ok(advance(weights, cache, &fed))
+            }
+            (Cache::Burn(cache), _) => read_logits(
+                self.model.decode_step(cache, tokens, live, self.device),
+                &format!("generation step {step}"),
+            ),
+            (Cache::Host(_), None) => Err(anyhow!("a host cache without the fused weights")),
+        }
+    }
+
+    /// The rows `rows` of `cache`.
+    pub fn select(&self, cache: &Cache, rows: &[usize]) -> Cache {
+        match cache {
+            Cache::Burn(cache) => Cache::Burn(cache.select(rows, self.device)),
+            Cache::Host(cache) => Cache::Host(cache.select(rows)),
+        }
+    }
+}
+
+/// Logits `[N, V]` read back from the device, or an error naming `what` produced them.
+fn read_logits(logits: Tensor<2>, what: &str) -> Result<Vec<f32>> {
+    let [n, vocab] = logits.dims();
+    logits.try_into_vec_as::<f32>().map_err(|e| {
+        anyhow!("reading the [{n}, {vocab}] logits of {what} back from the device: {e:?}")
+    })
+}
+
 impl Generator for ModelGenerator<'_> {
     fn generate(&mut self, requests: &mut [Request<'_>], sampler: &Sampler) -> Result<Vec<Action>> {
+        self.load_weights()?;
         let mut actions: Vec<Option<Action>> = vec![None; requests.len()];
         let mut claimed = vec![false; requests.len()];
         let mut kept_now = Vec::new();
@@ -197,12 +322,12 @@ impl Generator for ModelGenerator<'_> {
             }
             let rows: Vec<usize> = pairs.iter().map(|&(row, _)| row).collect();
             let indices: Vec<usize> = pairs.iter().map(|&(_, k)| k).collect();
-            let mut cache = kept.cache.select(&rows, &self.device);
+            let mut cache = self.engine().select(&kept.cache, &rows);
             let suffixes: Vec<&[u32]> = pairs
                 .iter()
                 .map(|&(row, k)| &requests[k].context[kept.tokens[row].len()..])
                 .collect();
-            let logits = self.model.extend(&mut cache, &suffixes, &self.device);
+            let logits = self.engine().extend(&mut cache, &suffixes)?;
             self.calls_extended += pairs.len();
             let holds: Vec<Vec<u32>> = indices
                 .iter()
@@ -220,7 +345,7 @@ impl Generator for ModelGenerator<'_> {
         let fresh: Vec<usize> = (0..requests.len()).filter(|&k| !claimed[k]).collect();
         for indices in fresh.chunks(MAX_ROWS) {
             let contexts: Vec<&[u32]> = indices.iter().map(|&k| requests[k].context).collect();
-            let (cache, logits) = self.model.prefill(&contexts, &self.device);
+            let (cache, logits) = self.engine().prefill(&contexts)?;
             self.calls_prefilled += indices.len();
             let holds: Vec<Vec<u32>> = contexts.iter().map(|c| c.to_vec()).collect();
             let mut picked = pick(requests, indices);
@@ -356,6 +481,43 @@ mod tests {
         assert!(turns >= 3 * specs.len(), "only {turns} model calls");
         assert_eq!(cached.calls(), (turns - specs.len(), specs.len()));
         assert_eq!(plain.calls(), (0, turns));
+    }
+
+    /// The fused CPU passes against burn's on the same streams: the same tokens, and
+    /// log-probabilities and entropies within `f32` rounding of the logits.
+    #[test]
+    fn the_fused_passes_generate_the_episodes_burn_s_passes_generate() {
+        let (model, device) = (fresh_model(2, 4), Device::flex());
+        let specs = episodes(6, 30, 300);
+        let harness = HarnessConfig {
+            max_turns: 4,
+            max_malformed: 4,
+            max_new_tokens: 12,
+            ..HarnessConfig::default()
+        };
+        let info = info();
+        let mut fused = ModelGenerator::new(&model, device.clone());
+        let a = run_lockstep(&specs, &harness, &mut fused, &SAMPLER, &info).unwrap();
+        let mut burn = ModelGenerator::with_burn(&model, device);
+        let b = run_lockstep(&specs, &harness, &mut burn, &SAMPLER, &info).unwrap();
+        let mut tokens = 0;
+        for (x, y) in a.iter().zip(&b) {
+            assert_eq!(
+                x.record.tokens, y.record.tokens,
+                "episode {}",
+                x.record.group_id
+            );
+            tokens += x.record.generated_tokens();
+            for (cx, cy) in x.record.calls.iter().zip(&y.record.calls) {
+                for (p, q) in cx.behaviour_logprobs.iter().zip(&cy.behaviour_logprobs) {
+                    assert!((p - q).abs() < 1e-4, "log-probability {p} vs {q}");
+                }
+            }
+            for (p, q) in x.entropy.iter().zip(&y.entropy) {
+                assert!((p - q).abs() < 1e-4, "entropy {p} vs {q}");
+            }
+        }
+        assert!(tokens >= 100, "only {tokens} generated tokens");
     }
 
     /// Splitting a rollout across threads must give every episode the same tokens as

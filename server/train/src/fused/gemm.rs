@@ -45,6 +45,25 @@ impl<'a> View<'a> {
         }
     }
 
+    /// `(rows, cols)`.
+    pub fn shape(&self) -> (usize, usize) {
+        (self.rows, self.cols)
+    }
+
+    /// Row `i` as a slice.
+    ///
+    /// # Panics
+    /// When the view's columns are not contiguous or `i` is past its rows.
+    pub fn row(&self, i: usize) -> &'a [f32] {
+        assert!(
+            self.col_stride == 1 && i < self.rows,
+            "row {i} of a {}-row view",
+            self.rows
+        );
+        let start = self.offset + i * self.row_stride;
+        &self.data[start..start + self.cols]
+    }
+
     /// The transpose: the same elements, `cols x rows`.
     #[must_use]
     pub fn t(self) -> Self {

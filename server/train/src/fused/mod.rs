@@ -15,6 +15,8 @@
 //!
 //! - [`network`]: the forward pass with its tape, and the backward pass from the
 //!   loss's gradients with respect to the log-probabilities and entropies.
+//! - [`infer`]: generation's forward passes (prefill, extension, decode step) over a
+//!   key/value cache kept per row on the host, which the rollouts run on.
 //! - [`score`]: a microbatch scored through either path (burn's graph, or this one),
 //!   with the gradients of any burn loss built on the scores.
 //! - The pieces, each checked against burn's own graph (value and gradient) in
@@ -31,6 +33,7 @@ pub mod attention;
 pub mod gelu;
 pub mod gemm;
 pub mod head;
+pub mod infer;
 pub mod network;
 pub mod norm;
 pub mod score;

@@ -88,7 +88,7 @@ pub struct Tape {
 }
 
 /// `out = x W + b` for the `rows x d_in` matrix `x`.
-fn dense(layer: &Dense, x: &[f32], rows: usize) -> Vec<f32> {
+pub(super) fn dense(layer: &Dense, x: &[f32], rows: usize) -> Vec<f32> {
     let (d_in, d_out) = (layer.weight.shape[0], layer.d_out());
     let mut out: Vec<f32> = layer.bias.values.repeat(rows);
     matmul(
@@ -128,7 +128,7 @@ fn dense_backward(layer: &Dense, grad: &mut Dense, x: &[f32], dy: &[f32], rows: 
     dx
 }
 
-fn add_into(acc: &mut [f32], x: &[f32]) {
+pub(super) fn add_into(acc: &mut [f32], x: &[f32]) {
     for (a, b) in acc.iter_mut().zip(x) {
         *a += b;
     }

@@ -343,3 +343,85 @@ fn the_fused_network_scores_and_differentiates_as_burn_s_graph() {
         }
     }
 }
+
+/// The logits of burn's generation passes and of [`super::infer::advance`] on the same
+/// rows: a prefill of contexts of different lengths, an extension by suffixes of
+/// different lengths, decode steps with a stopped row, and a selection of rows.
+#[test]
+fn generation_passes_match_burn_s_prefill_extension_and_decode_steps() {
+    use super::infer::{Cache, advance};
+    let device = Device::flex();
+    device.seed(9);
+    let config = ModelConfig {
+        layers: 2,
+        width: 16,
+        heads: 2,
+        context: 128,
+    };
+    let model = PolicyModel::new(&config, vocab(), &device);
+    let weights = model.fused_weights().expect("weights");
+    let v = vocab() as u32;
+    let mut rng = RandomStream::new(8, 1);
+    let mut tokens = |n: usize| -> Vec<u32> { (0..n).map(|_| 6 + rng.below(v - 6)).collect() };
+    let contexts = [tokens(5), tokens(70), tokens(1)];
+    let refs: Vec<&[u32]> = contexts.iter().map(Vec::as_slice).collect();
+    let burn_logits = |t: Tensor<2>| values(t);
+
+    let (mut burn_cache, logits) = model.prefill(&refs, &device);
+    let mut cache = Cache::new(3, config.layers);
+    assert_close(
+        "prefill",
+        &advance(&weights, &mut cache, &refs),
+        &burn_logits(logits),
+        1e-5,
+    );
+
+    let suffixes = [tokens(3), tokens(1), tokens(66)];
+    let refs: Vec<&[u32]> = suffixes.iter().map(Vec::as_slice).collect();
+    let logits = model.extend(&mut burn_cache, &refs, &device);
+    assert_close(
+        "extension",
+        &advance(&weights, &mut cache, &refs),
+        &burn_logits(logits),
+        1e-5,
+    );
+    assert_eq!(
+        (cache.len_of(0), cache.len_of(1), cache.len_of(2)),
+        (8, 71, 67)
+    );
+
+    let vocab = vocab();
+    for step in 0..3 {
+        let next = tokens(3);
+        let live = [true, step != 1, true];
+        let logits = burn_logits(model.decode_step(&mut burn_cache, &next, &live, &device));
+        let fed: Vec<&[u32]> = next
+            .iter()
+            .zip(live)
+            .map(|(t, l)| if l { std::slice::from_ref(t) } else { &[] })
+            .collect();
+        let fused = advance(&weights, &mut cache, &fed);
+        for row in (0..3).filter(|&r| live[r]) {
+            let span = row * vocab..(row + 1) * vocab;
+            assert_close(
+                &format!("decode step {step}, row {row}"),
+                &fused[span.clone()],
+                &logits[span],
+                1e-5,
+            );
+        }
+    }
+
+    let rows = [2, 0];
+    let mut burn_cache = burn_cache.select(&rows, &device);
+    let mut cache = cache.select(&rows);
+    let next = tokens(2);
+    let logits = burn_logits(model.decode_step(&mut burn_cache, &next, &[true, true], &device));
+    let fed: Vec<&[u32]> = next.iter().map(std::slice::from_ref).collect();
+    assert_close(
+        "after a selection",
+        &advance(&weights, &mut cache, &fed),
+        &logits,
+        1e-5,
+    );
+}
