@@ -15,6 +15,8 @@
 //! - returns an answer it already has (from this evaluation or the previous one);
 //! - computes on the CPU an entry without a kernel, or every entry when no
 //!   [`Accelerator`] is given;
+//! - computes on the CPU a request the accelerator does not take ([`Accelerator::takes`]:
+//!   in the page, one smaller than [`GPU_MIN_WORK`] under `?backend=auto`);
 //! - otherwise starts the entry on the accelerator and polls it once; an answer that
 //!   needs no device work (an exact value, a rejected request) comes back at once, and
 //!   one that waits for the device makes the figure stop with a "pending" error.
@@ -68,6 +70,32 @@ pub type Pending = Pin<Box<dyn Future<Output = Result<Answer, FieldError>>>>;
 pub trait Accelerator {
     /// Starts entry `name` on `request`. Only called for entries with a kernel.
     fn start(&self, name: &str, request: Value) -> Pending;
+
+    /// Whether this request is worth the trip to the device; one that is not is
+    /// computed on the CPU ([`SMALL_REQUEST`]). All are, unless an accelerator says.
+    fn takes(&self, _name: &str, _request: &Value) -> bool {
+        true
+    }
+}
+
+/// Why a request with a kernel runs on the CPU beside WebGPU: it is smaller than
+/// [`GPU_MIN_WORK`].
+pub const SMALL_REQUEST: &str = "small request";
+
+/// The least work (in the core's units, `api::MAX_WORK` being about a second of one
+/// core) that `?backend=auto` sends to WebGPU: about 10 ms of the CPU natively, a
+/// frame's worth in the page's wasm. Smaller requests finish on the CPU within a
+/// frame, while a WebGPU answer costs a submission and an asynchronous readback first
+/// (about 15 ms per figure redraw in headless Chromium, README "The notebook in the
+/// browser"); larger ones (the Monte Carlo figures' high settings) are where a GPU
+/// pays. `?backend=gpu` sends every request with a kernel.
+pub const GPU_MIN_WORK: u64 = api::MAX_WORK / 100;
+
+/// Whether `request` to entry `name` asks for at least `min_work` units
+/// ([`api::estimated_work`]); a request that does not validate is not (computing it on
+/// the CPU gives its error).
+pub fn worth_the_gpu(name: &str, request: &Value, min_work: u64) -> bool {
+    api::estimated_work(name, request).is_some_and(|work| work >= min_work)
 }
 
 /// Which path the page asked for with `?backend=`.
@@ -251,6 +279,9 @@ pub fn compute_json(name: &str, request: Value) -> Result<Value, FieldError> {
     });
     let has_kernel = api::GPU_ENTRIES.contains(&name);
     let answer = match accelerator {
+        Some(accelerator) if has_kernel && !accelerator.takes(name, &request) => {
+            cpu_answer(name, request, SMALL_REQUEST)
+        }
         Some(_) if has_kernel && waiting() => {
             // One pending answer per run: the figure stops at the first one anyway,
             // unless it ignored that error; this one is asked for again next run.

@@ -91,10 +91,12 @@ fn backend_choice_is_read_from_the_query() {
     assert_eq!(Choice::from_pairs(&[]), Choice::Auto);
 }
 
-/// Answers with the CPU reference, labelled GPU, after `delay` polls; counts starts.
+/// Answers with the CPU reference, labelled GPU, after `delay` polls; counts starts;
+/// takes requests of at least `min_work` units.
 struct FakeGpu {
     delay: usize,
     starts: Cell<usize>,
+    min_work: u64,
 }
 
 struct Delayed {
@@ -127,6 +129,10 @@ impl Accelerator for FakeGpu {
             answer: Some(answer),
         })
     }
+
+    fn takes(&self, name: &str, request: &Value) -> bool {
+        worth_the_gpu(name, request, self.min_work)
+    }
 }
 
 /// Polls to completion; the fakes never need a real waker.
@@ -155,7 +161,59 @@ fn fake(delay: usize) -> Rc<FakeGpu> {
     Rc::new(FakeGpu {
         delay,
         starts: Cell::new(0),
+        min_work: 0,
     })
+}
+
+#[test]
+fn requests_below_the_accelerator_s_minimum_work_stay_on_the_cpu() {
+    // 2 x 24 x 100 = 4,800 draws at the figure's defaults; 2 x 2,400 x 1,000 = 4.8 M.
+    let sampled = |samples: usize, estimates: usize| bandit_gradient::Request {
+        samples,
+        estimates,
+        group_size: 4,
+        ..bandit(0.5)
+    };
+    let small = sampled(24, 100);
+    let large = sampled(2_400, 1_000);
+    let gpu = Rc::new(FakeGpu {
+        delay: 1,
+        starts: Cell::new(0),
+        min_work: GPU_MIN_WORK,
+    });
+    for (request, on_gpu) in [(small, false), (large, true)] {
+        let answers = RefCell::new(Answers::default());
+        let accelerator: Rc<dyn Accelerator> = gpu.clone();
+        let evaluation = block_on(evaluate(
+            Some(accelerator),
+            "unused",
+            &answers,
+            || compute::<BanditGradient>(&request),
+            || true,
+        ))
+        .unwrap();
+        let expected = compute::<BanditGradient>(&request).unwrap();
+        assert_eq!(
+            serde_json::to_value(evaluation.result.unwrap()).unwrap(),
+            serde_json::to_value(expected).unwrap()
+        );
+        if on_gpu {
+            assert_eq!((evaluation.summary.gpu, evaluation.summary.cpu), (1, 0));
+        } else {
+            assert_eq!((evaluation.summary.gpu, evaluation.summary.cpu), (0, 1));
+            assert_eq!(
+                evaluation.summary.cpu_reasons,
+                vec![SMALL_REQUEST.to_owned()]
+            );
+        }
+    }
+    assert_eq!(
+        gpu.starts.get(),
+        1,
+        "only the large request went to the device"
+    );
+    // A request that does not validate is not sent: the CPU reports its error.
+    assert!(!worth_the_gpu("bandit-gradient", &json!({"q": [2.0]}), 0));
 }
 
 #[test]

@@ -20,7 +20,8 @@ use super::browser;
 use arlbook_core::error::FieldError;
 
 use crate::compute::{
-    Accelerator, Answer, Answers, Choice, Evaluation, Path, Pending, evaluate, evaluate_on_cpu,
+    Accelerator, Answer, Answers, Choice, Evaluation, GPU_MIN_WORK, Path, Pending, evaluate,
+    evaluate_on_cpu, worth_the_gpu,
 };
 
 /// The core's WebGPU context and the adapter's name.
@@ -31,6 +32,9 @@ pub struct Gpu {
     /// Milliseconds from asking for an adapter until the device was open and every
     /// kernel submitted for compilation.
     pub startup_ms: f64,
+    /// The least work it takes ([`crate::compute::GPU_MIN_WORK`] under
+    /// `?backend=auto`, 0 under `?backend=gpu`).
+    min_work: u64,
 }
 
 impl Accelerator for Gpu {
@@ -42,13 +46,17 @@ impl Accelerator for Gpu {
             let computed = compute_async(&name, request, &context).await?;
             let path = match computed.backend {
                 ComputedOn::Gpu => Path::Gpu,
-                ComputedOn::Cpu(_) => Path::Cpu("too large for the GPU".to_owned()),
+                ComputedOn::Cpu(reason) => Path::Cpu(reason),
             };
             Ok(Answer {
                 response: computed.response,
                 path,
             })
         })
+    }
+
+    fn takes(&self, name: &str, request: &Value) -> bool {
+        worth_the_gpu(name, request, self.min_work)
     }
 }
 
@@ -95,7 +103,12 @@ impl Backend {
         let status = RwSignal::new_local(initial);
         if choice != Choice::Cpu {
             leptos::task::spawn_local(async move {
-                let next = match open().await {
+                let min_work = if choice == Choice::Gpu {
+                    0
+                } else {
+                    GPU_MIN_WORK
+                };
+                let next = match open(min_work).await {
                     Ok(gpu) => {
                         leptos::logging::log!(
                             "arlbook: WebGPU ready on {} in {:.0} ms",
@@ -147,10 +160,19 @@ impl Backend {
             ),
             Status::Ready(gpu) => (
                 format!("WebGPU ({})", gpu.name),
-                format!(
-                    "figures with a GPU kernel compute through WebGPU (started in {:.0} ms)",
-                    gpu.startup_ms
-                ),
+                if gpu.min_work == 0 {
+                    format!(
+                        "figures with a GPU kernel compute through WebGPU (started in {:.0} ms)",
+                        gpu.startup_ms
+                    )
+                } else {
+                    format!(
+                        "figures with a GPU kernel compute through WebGPU when a request is \
+                         large enough to pay for the trip, on the CPU otherwise (started in \
+                         {:.0} ms; ?backend=gpu sends every request)",
+                        gpu.startup_ms
+                    )
+                },
             ),
             Status::Failed(reason) => (
                 format!("CPU ({reason})"),
@@ -162,7 +184,7 @@ impl Backend {
 
 /// Asks the browser for an adapter (for its name, and a clear reason when there is
 /// none), then opens the core's context on it and compiles every kernel.
-async fn open() -> Result<Gpu, String> {
+async fn open(min_work: u64) -> Result<Gpu, String> {
     let _hold = VirtualTimeHold::new();
     let started = browser::now_ms();
     let name = adapter_name().await?;
@@ -175,6 +197,7 @@ async fn open() -> Result<Gpu, String> {
         context: Rc::new(context),
         name,
         startup_ms: browser::now_ms() - started,
+        min_work,
     })
 }
 

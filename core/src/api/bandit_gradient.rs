@@ -158,6 +158,16 @@ pub struct Plan {
     pub job: Option<SampleJob>,
 }
 
+impl Plan {
+    /// The random draws the sampling asks for (two per sample: the action and its
+    /// reward), in units of [`super::MAX_WORK`].
+    pub fn work(&self) -> u64 {
+        self.job.as_ref().map_or(0, |job| {
+            super::work(&[2, super::units(job.samples), super::units(job.estimates)])
+        })
+    }
+}
+
 /// Validates `request` and computes everything but the estimates.
 pub fn plan(request: &Request) -> Result<Plan> {
     let (p, exact_per_action) = policy(request)?;

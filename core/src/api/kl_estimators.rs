@@ -90,6 +90,16 @@ pub struct Plan {
     pub renormalised: Vec<Renormalised>,
 }
 
+impl Plan {
+    /// The draws' work in units of [`super::MAX_WORK`] (as the request's check counts it).
+    pub fn work(&self) -> u64 {
+        categorical_work(
+            (self.samples as u64).saturating_mul(self.replicates as u64),
+            self.problem.policy.len(),
+        )
+    }
+}
+
 /// Validates `request`.
 pub fn plan(request: &Request) -> Result<Plan> {
     let problem = Problem::new(&request.policy, &request.reference)?;

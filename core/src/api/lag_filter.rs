@@ -82,6 +82,24 @@ pub struct Plan {
     pub seed: u64,
 }
 
+/// The simulation's work in units of [`super::MAX_WORK`]: each event (a completion or
+/// a worker's first start) scans every worker's finish time, a comparison being a
+/// quarter unit.
+fn scan_work(config: &LagConfig, replicates: usize) -> u64 {
+    let events = (config.completions() as u64).saturating_add(config.workers as u64);
+    events
+        .saturating_mul(config.workers as u64)
+        .saturating_mul(replicates as u64)
+        / SCANS_PER_UNIT
+}
+
+impl Plan {
+    /// The simulation's work in units of [`super::MAX_WORK`].
+    pub fn work(&self) -> u64 {
+        scan_work(&self.config, self.replicates)
+    }
+}
+
 /// Validates `request`, including its work bounds.
 pub fn plan(request: &Request) -> Result<Plan> {
     let config = LagConfig {
@@ -105,11 +123,7 @@ pub fn plan(request: &Request) -> Result<Plan> {
             .saturating_mul(per_duration)
             .saturating_mul(replicates),
     )?;
-    // Each event scans every worker's finish time, a comparison being a quarter unit.
-    let scan = events
-        .saturating_mul(request.workers as u64)
-        .saturating_mul(replicates);
-    check_work("workers", scan / SCANS_PER_UNIT)?;
+    check_work("workers", scan_work(&config, request.replicates))?;
     Ok(Plan {
         config,
         replicates: request.replicates,

@@ -237,6 +237,20 @@ fn check_representable(table: &[Vec<f64>], scalar: bool, sizes: &[u64], b: u64) 
     Ok(())
 }
 
+impl Plan {
+    /// The simulation's expected random draws, `replicates x (B / P) x G` (a run
+    /// draws groups until `B` are mixed; the request's check bounds the draws by the
+    /// cap `10 B / P + 100` instead), in units of [`super::MAX_WORK`].
+    pub fn work(&self) -> u64 {
+        self.job.as_ref().map_or(0, |job| {
+            let groups = (job.mixed_groups as f64 / job.probability)
+                .ceil()
+                .min(job.max_groups as f64) as u64;
+            work(&[units(job.replicates), groups, job.group_size])
+        })
+    }
+}
+
 /// Validates `request` and computes the closed forms.
 pub fn plan(request: &Request) -> Result<Plan> {
     let ps = request.p.to_vec();

@@ -30,6 +30,9 @@ use serde_json::Value;
 
 use crate::error::{FieldError, Result};
 
+pub use estimate::estimated_work;
+
+mod estimate;
 pub mod examples;
 // One module per entry; each adds itself to `registry!` below, and one with a GPU
 // kernel to `with_gpu_entries!` too.

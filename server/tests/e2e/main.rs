@@ -403,14 +403,26 @@ fn webgpu_matches_the_cpu(checks: &mut Checks) {
             ids.len()
         );
     }
-    // `auto` (no query) picks WebGPU when there is an adapter, and the page header says so.
+    // `auto` (no query) starts WebGPU when there is an adapter, and the page header says
+    // so; a figure's small requests stay on the CPU (faster than a trip to the device,
+    // `compute::GPU_MIN_WORK`), and a large Monte Carlo setting goes to the GPU.
     let path = "/chapter/grpo";
     let dom = checks.load_with(path, Gpu::Webgpu);
     let header = browser::text(&dom, "backend-badge").unwrap_or_default();
     let figure = browser::text(&dom, "reductions-backend").unwrap_or_default();
-    if !header.starts_with("WebGPU (") || !figure.starts_with("WebGPU (") {
+    let small_on_cpu = figure.starts_with("CPU (") && figure.contains("small request");
+    if !(header.starts_with("WebGPU (") && small_on_cpu) {
         checks.failures.push(format!(
             "{path}: with WebGPU the header says {header:?} and the reductions figure {figure:?}"
+        ));
+    }
+    // 200 runs until 32 mixed groups of 4 at p = 0.01: about 650,000 draws.
+    let path = "/embed/mixed-groups?b=32";
+    let dom = checks.load_with(path, Gpu::Webgpu);
+    let figure = browser::text(&dom, "mixed-groups-backend").unwrap_or_default();
+    if !figure.starts_with("WebGPU (") {
+        checks.failures.push(format!(
+            "{path}: a large simulation under ?backend=auto computed on {figure:?}"
         ));
     }
 }

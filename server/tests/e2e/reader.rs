@@ -285,11 +285,15 @@ fn cells_and_lists(checks: &mut Checks, browser: &Browser) {
     }
 }
 
-/// In the page: changes the figure's first slider, choice or toggle `count` times,
-/// each time waiting for the figure's draw counter to move and then for the next
-/// animation frame; calls back with `[latency, work, draw]` in ms per change (work: the
-/// figure's compute and draw, `data-redraw-ms`; draw: the part spent on readouts and
-/// canvas, `data-draw-ms`), or an error text.
+/// In the page: changes the figure's first slider, choice or toggle `count` times. Each
+/// change is made at the start of an animation frame (in a `requestAnimationFrame`
+/// callback), the clock runs until the figure's draw counter moves (the input handled,
+/// the figure computed and drawn), and then until the next frame starts. Calls back
+/// with `[drawn, work, draw, frame]` in ms per change: `drawn` from the change to the
+/// figure drawn; `work` the figure's own compute and draw (`data-redraw-ms`); `draw`
+/// the part spent on readouts and canvas (`data-draw-ms`); `frame` from the start of
+/// the frame the change was made in to the start of the frame that shows it (one frame
+/// interval when the redraw fits in the frame), or an error text.
 const TIME_REDRAWS: &str = r"
 const [figureId, count, limitMs, done] = arguments;
 const figure = document.getElementById(figureId);
@@ -315,20 +319,39 @@ function change(i) {
 const times = [];
 function next(i) {
   if (i === count) { done(times); return; }
-  const before = Number(figure.dataset.draws);
-  const t0 = performance.now();
-  const timer = setTimeout(() => { observer.disconnect(); done('no redraw within ' + limitMs + ' ms'); }, limitMs);
-  const observer = new MutationObserver(() => {
-    if (Number(figure.dataset.draws) === before) return;
-    observer.disconnect();
-    clearTimeout(timer);
-    const work = [Number(figure.dataset.redrawMs), Number(figure.dataset.drawMs)];
-    requestAnimationFrame(() => { times.push([performance.now() - t0, ...work]); setTimeout(() => next(i + 1), 0); });
+  requestAnimationFrame((frameStart) => {
+    const before = Number(figure.dataset.draws);
+    const t0 = performance.now();
+    const timer = setTimeout(() => { observer.disconnect(); done('no redraw within ' + limitMs + ' ms'); }, limitMs);
+    const observer = new MutationObserver(() => {
+      if (Number(figure.dataset.draws) === before) return;
+      observer.disconnect();
+      clearTimeout(timer);
+      const drawn = performance.now() - t0;
+      const work = [Number(figure.dataset.redrawMs), Number(figure.dataset.drawMs)];
+      requestAnimationFrame((shown) => {
+        times.push([drawn, ...work, shown - frameStart]);
+        setTimeout(() => next(i + 1), 0);
+      });
+    });
+    observer.observe(figure, { attributes: true, attributeFilter: ['data-draws'] });
+    change(i);
   });
-  observer.observe(figure, { attributes: true, attributeFilter: ['data-draws'] });
-  change(i);
 }
 next(0);
+";
+
+/// The frame interval of the browser's animation frames, in ms (median of 30).
+const FRAME_INTERVAL: &str = r"
+const done = arguments[arguments.length - 1];
+const stamps = [];
+function tick(t) {
+  stamps.push(t);
+  if (stamps.length < 31) { requestAnimationFrame(tick); return; }
+  const gaps = stamps.slice(1).map((s, i) => s - stamps[i]).sort((a, b) => a - b);
+  done(gaps[15]);
+}
+requestAnimationFrame(tick);
 ";
 
 fn percentile(sorted: &[f64], q: f64) -> f64 {
@@ -336,9 +359,10 @@ fn percentile(sorted: &[f64], q: f64) -> f64 {
     sorted[rank.min(sorted.len() - 1)]
 }
 
-/// Times `LATENCY_SAMPLES` control changes on every figure's embed page and prints
-/// p50/p95 per figure: once on the CPU path (`?backend=cpu`), once with WebGPU
-/// exposed (SwiftShader) and the default backend choice.
+/// Times `LATENCY_SAMPLES` control changes on every figure's embed page and prints, per
+/// figure, the change-to-drawn time's p50/p95/max, the figure's own work, and the share
+/// of changes shown at the very next frame: once on the CPU path (`?backend=cpu`), once
+/// with WebGPU exposed (SwiftShader) and the default backend choice.
 pub fn redraw_latency(checks: &mut Checks) {
     for (gpu, query, label) in [
         (Gpu::Disabled, "?backend=cpu", "CPU"),
@@ -349,12 +373,18 @@ pub fn redraw_latency(checks: &mut Checks) {
         ),
     ] {
         let browser = Browser::start(gpu, 1100, 1400);
+        browser.goto(&format!("{}/embed/bandit{query}", checks.base));
+        let frame_ms = browser
+            .execute_async(FRAME_INTERVAL, &[], ONE_REDRAW)
+            .as_f64()
+            .unwrap_or(f64::NAN);
         eprintln!(
-            "redraw latency, {label}: control change -> figure drawn -> next frame, {LATENCY_SAMPLES} changes"
+            "redraw latency, {label}: a control changed at the start of a frame -> figure drawn; \
+             {LATENCY_SAMPLES} changes; frame interval {frame_ms:.1} ms"
         );
         eprintln!(
-            "  {:<18} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}  backend",
-            "figure", "p50 ms", "p95 ms", "max ms", "work p50", "work p95", "draw p95"
+            "  {:<18} {:>9} {:>9} {:>9} {:>9} {:>9} {:>11}  backend",
+            "figure", "p50 ms", "p95 ms", "max ms", "work p95", "draw p95", "next frame"
         );
         for figure in FIGURES {
             let id = figure.meta().id;
@@ -397,10 +427,13 @@ pub fn redraw_latency(checks: &mut Checks) {
                 values.sort_by(f64::total_cmp);
                 values
             };
-            let (times, work, draw) = (column(0), column(1), column(2));
-            if times.is_empty() || work.is_empty() || draw.is_empty() {
+            let (drawn, work, draw, shown) = (column(0), column(1), column(2), column(3));
+            if drawn.is_empty() || work.is_empty() || draw.is_empty() {
                 continue;
             }
+            // Shown at the next frame: within one and a half frame intervals of the start
+            // of the frame the change was made in.
+            let next_frame = shown.iter().filter(|&&t| t < 1.5 * frame_ms).count();
             let backend = browser
                 .execute(
                     "return document.getElementById(arguments[0]).dataset.backend;",
@@ -410,13 +443,14 @@ pub fn redraw_latency(checks: &mut Checks) {
                 .unwrap_or_default()
                 .to_owned();
             eprintln!(
-                "  {id:<18} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1}  {backend}",
-                percentile(&times, 0.5),
-                percentile(&times, 0.95),
-                times.last().copied().unwrap_or(f64::NAN),
-                percentile(&work, 0.5),
+                "  {id:<18} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>8}/{:<2}  {backend}",
+                percentile(&drawn, 0.5),
+                percentile(&drawn, 0.95),
+                drawn.last().copied().unwrap_or(f64::NAN),
                 percentile(&work, 0.95),
-                percentile(&draw, 0.95)
+                percentile(&draw, 0.95),
+                next_frame,
+                shown.len()
             );
         }
     }
