@@ -540,7 +540,7 @@ impl<F: Figure> Evaluated for Evaluation<F> {
         scale: f64,
         narrow: bool,
     ) -> Result<(), String> {
-        let backend = plotters_canvas::CanvasBackend::with_canvas_object(canvas)
+        let backend = crate::web::canvas::Canvas2d::new(canvas)
             .ok_or_else(|| "the canvas has no 2D context".to_owned())?;
         let root = backend.into_drawing_area();
         root.fill(&WHITE).map_err(|e| e.to_string())?;

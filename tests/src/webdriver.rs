@@ -126,6 +126,21 @@ impl Browser {
         self.call(method, &format!("/session/{}{path}", self.session), body)
     }
 
+    /// Lays pages out in a `width` x `height` CSS-pixel viewport from now on, whatever the
+    /// window's size (Chromium keeps a headless window at least 500 px wide): the
+    /// Chrome `DevTools` protocol's `Emulation.setDeviceMetricsOverride`, sent through
+    /// chromedriver.
+    pub fn emulate_viewport(&self, width: u32, height: u32) {
+        self.session_call(
+            "POST",
+            "/goog/cdp/execute",
+            &json!({
+                "cmd": "Emulation.setDeviceMetricsOverride",
+                "params": {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": false},
+            }),
+        );
+    }
+
     /// Opens `url` and waits for the document to load.
     pub fn goto(&self, url: &str) {
         self.session_call("POST", "/url", &json!({ "url": url }));

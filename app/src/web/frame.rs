@@ -86,12 +86,35 @@ fn draw(
     let css_width = f64::from(canvas.client_width().max(240));
     let aspect = meta.aspect_at(css_width);
     let css_height = (css_width * aspect).round();
-    let _ = canvas.set_attribute("style", &format!("aspect-ratio: 1 / {aspect}"));
-    canvas.set_width((css_width * dpr).round() as u32);
-    canvas.set_height((css_height * dpr).round() as u32);
+    size_canvas(
+        canvas,
+        &format!("aspect-ratio: 1 / {aspect}"),
+        (css_width * dpr).round() as u32,
+        (css_height * dpr).round() as u32,
+    );
     match evaluated.draw_canvas(canvas.clone(), dpr, is_narrow(css_width)) {
         Ok(()) => error.set(None),
         Err(message) => error.set(Some(format!("drawing failed: {message}"))),
+    }
+}
+
+/// Gives `canvas` its CSS `style` and its pixel size, each only when it changes: setting a
+/// canvas's size, even to the same value, clears and reallocates it, and a new style
+/// makes the page compute its layout again.
+pub(super) fn size_canvas(
+    canvas: &web_sys::HtmlCanvasElement,
+    style: &str,
+    width: u32,
+    height: u32,
+) {
+    if canvas.get_attribute("style").as_deref() != Some(style) {
+        let _ = canvas.set_attribute("style", style);
+    }
+    if canvas.width() != width {
+        canvas.set_width(width);
+    }
+    if canvas.height() != height {
+        canvas.set_height(height);
     }
 }
 

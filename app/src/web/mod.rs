@@ -8,6 +8,7 @@
 use leptos::prelude::*;
 
 mod browser;
+pub(crate) mod canvas;
 mod explorer;
 mod frame;
 mod gpu;

@@ -271,12 +271,17 @@ fn pair_weights(
         }
         PairSource::Sampled { pairs, seed } => {
             let reference: Vec<f64> = log_reference.iter().map(|l| l.exp()).collect();
+            // Bradley-Terry's win probability of each ordered pair, computed once.
+            let wins: Vec<Vec<f64>> = rewards
+                .iter()
+                .map(|a| rewards.iter().map(|b| sigmoid(a - b)).collect())
+                .collect();
             let mut stream = RandomStream::new(seed, 0);
             let mut used = 0;
             for _ in 0..pairs {
                 let first = stream.categorical(&reference);
                 let second = stream.categorical(&reference);
-                let first_wins = stream.bernoulli(sigmoid(rewards[first] - rewards[second]));
+                let first_wins = stream.bernoulli(wins[first][second]);
                 if first != second {
                     let (w, l) = if first_wins {
                         (first, second)

@@ -140,8 +140,9 @@ pub fn every_control_setting_gives_a_figure(checks: &mut Checks) {
     eprintln!("e2e: swept {total} settings over {} figures", FIGURES.len());
 }
 
-/// What overflows at the page's width: the page's own sideways scroll, and pairs of a
-/// figure's controls whose boxes overlap.
+/// What overflows at the page's width: the page's own sideways scroll, pairs of a
+/// figure's controls whose boxes overlap, and display formulas that spill past their
+/// box's left edge or are cut without scrolling.
 const LAYOUT: &str = r"
 const problems = [];
 const root = document.documentElement;
@@ -161,6 +162,20 @@ for (const controls of document.querySelectorAll('.controls')) {
     }
   }
 }
+// A display formula starts inside its box (a part left of it could not be scrolled to),
+// and one wider than its box scrolls.
+for (const box of document.querySelectorAll('.display-math')) {
+  const math = box.querySelector('math');
+  if (!math) continue;
+  // The formula's ink: the boxes of its parts (the <math> box itself is the column's).
+  const parts = [...math.querySelectorAll('*')].map(e => e.getBoundingClientRect()).filter(r => r.width > 0);
+  if (parts.length === 0) continue;
+  const left = Math.min(...parts.map(r => r.left)), right = Math.max(...parts.map(r => r.right));
+  const rb = box.getBoundingClientRect();
+  const text = box.textContent.trim().slice(0, 40);
+  if (left < rb.left - 1) problems.push('formula ' + text + ' starts ' + Math.round(rb.left - left) + ' px left of its box');
+  if (right - left > rb.width + 1 && box.scrollWidth <= box.clientWidth) problems.push('formula ' + text + ' is cut without scrolling');
+}
 return problems;
 ";
 
@@ -168,9 +183,11 @@ return problems;
 const NARROWEST: u32 = 320;
 
 /// Every chapter and every embed at 320 px: nothing wider than the window, no two
-/// controls on top of each other.
+/// controls on top of each other, no display formula cut at its left edge or without a
+/// scroll.
 pub fn the_narrowest_layout_holds(checks: &mut Checks) {
     let browser = Browser::start(Gpu::Disabled, NARROWEST, 900);
+    browser.emulate_viewport(NARROWEST, 900);
     let inner = browser
         .execute("return window.innerWidth;", &[])
         .as_u64()

@@ -142,37 +142,49 @@ impl Figure for GroupAdvantages {
             Rectangle::new([(x + 0.1, 0.0), (x + 0.9, *a)], color.mix(0.8).filled())
         }))?;
         let span = y_range.end - y_range.start;
-        // Each bar's label fits its slot: the reward and the advantage where there is
-        // room, the advantage alone on narrow screens, nothing where even that would
-        // run into the next bar's (the readouts list every value).
+        // One label format for every bar, the richest whose widest label fits a bar's
+        // slot with a gap to the next: the reward and the advantage, the advantage at
+        // fewer decimals, or none at all (the readouts list every value).
         let slot_px = f64::from(chart.plotting_area().dim_in_pixel().0) / (width + 0.4);
-        let fits =
-            |text: &str| text.chars().count() as f64 * 0.6 * f64::from(style.px(11.0)) <= slot_px;
-        chart.draw_series(slots.iter().filter_map(|(x, _, a, reward)| {
-            let y = if *a >= 0.0 {
-                a + span * 0.05
-            } else {
-                a - span * 0.05
-            };
-            let full = format!(
-                "r={} Â={}",
-                plot::format_number(*reward, plot::LABEL_DECIMALS),
-                plot::format_number(*a, plot::LABEL_DECIMALS)
-            );
-            let short = plot::format_number(*a, 2);
-            let label = if fits(&full) {
-                full
-            } else if fits(&short) {
-                short
-            } else {
-                return None;
-            };
-            Some(Text::new(
-                label,
-                (x + 0.5, y),
-                style.text_centered(11.0, INK),
-            ))
-        }))?;
+        let formats: [&dyn Fn(f64, f64) -> String; 4] = [
+            &|reward, a| {
+                format!(
+                    "r={} Â={}",
+                    plot::format_number(reward, plot::LABEL_DECIMALS),
+                    plot::format_number(a, plot::LABEL_DECIMALS)
+                )
+            },
+            &|_, a| plot::format_number(a, plot::LABEL_DECIMALS),
+            &|_, a| plot::format_number(a, 2),
+            &|_, a| plot::format_number(a, 1),
+        ];
+        let gap = f64::from(style.px(4.0));
+        let mut chosen = None;
+        for format in formats {
+            let mut widest = 0;
+            for (_, _, a, reward) in &slots {
+                widest =
+                    widest.max(plot::rich::measure(area, &format(*reward, *a), style, 11.0)?.0);
+            }
+            if f64::from(widest) + gap <= slot_px {
+                chosen = Some(format);
+                break;
+            }
+        }
+        if let Some(format) = chosen {
+            chart.draw_series(slots.iter().map(|(x, _, a, reward)| {
+                let y = if *a >= 0.0 {
+                    a + span * 0.05
+                } else {
+                    a - span * 0.05
+                };
+                Text::new(
+                    format(*reward, *a),
+                    (x + 0.5, y),
+                    style.text_centered(11.0, INK),
+                )
+            }))?;
+        }
         Ok(())
     }
 }
@@ -214,6 +226,46 @@ mod tests {
         let output = compute_at("rewards=1,0,0,0&scale=none&baseline=leave-one-out");
         assert!((output.advantages[0][0] - 1.0).abs() < 1e-12);
         assert!((output.advantages[0][1] + 1.0 / 3.0).abs() < 1e-12);
+    }
+
+    /// The bar labels in an SVG drawing of the figure at `width` pixels.
+    fn bar_labels(width: u32) -> Vec<String> {
+        let state = State::from_pairs(
+            GroupAdvantages::META.controls,
+            &query::parse("rewards=1,0,0,0;1,1,0,1"),
+            "",
+        );
+        let figure = crate::chapters::figure(GroupAdvantages::META.id).unwrap();
+        let svg = crate::export::render_svg(figure, &state, width).unwrap();
+        svg.split("</text>")
+            .filter_map(|chunk| chunk.rfind('>').map(|at| chunk[at + 1..].trim().to_owned()))
+            // A bar's label: the reward and the advantage, or a number that is no tick
+            // (the axis ticks are multiples of 0.5).
+            .filter(|t| {
+                t.starts_with("r=")
+                    || t.replace('−', "-")
+                        .parse::<f64>()
+                        .is_ok_and(|v| (2.0 * v).fract() != 0.0)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_bar_gets_a_label_of_one_format_or_none_does() {
+        let wide = bar_labels(900);
+        assert_eq!(wide.len(), 8, "{wide:?}");
+        assert!(
+            wide.iter().all(|t| t.starts_with("r=") && t.contains("Â=")),
+            "{wide:?}"
+        );
+        let narrow = bar_labels(360);
+        assert!(narrow.is_empty() || narrow.len() == 8, "{narrow:?}");
+        // One number format: as many decimals on every bar.
+        let decimals: Vec<usize> = narrow
+            .iter()
+            .map(|t| t.rsplit('.').next().map_or(0, str::len))
+            .collect();
+        assert!(decimals.windows(2).all(|w| w[0] == w[1]), "{narrow:?}");
     }
 
     #[test]

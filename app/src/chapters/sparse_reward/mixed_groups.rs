@@ -199,22 +199,12 @@ impl Figure for MixedGroups {
             .x_desc("success rate p")
             .y_desc("G")
             .draw()?;
-        let half = 0.5 / P_CELLS as f64;
-        heat.draw_series(
-            output
-                .table
-                .iter()
-                .zip(&output.p_grid)
-                .flat_map(|(row, p)| {
-                    row.iter().enumerate().map(move |(j, probability)| {
-                        let g = (j + 1) as f64;
-                        Rectangle::new(
-                            [(p - half, g - 0.5), (p + half, g + 0.5)],
-                            plot::tint(BLUE, *probability).filled(),
-                        )
-                    })
-                }),
-        )?;
+        heat.draw_series(heat_runs(output).into_iter().map(|run| {
+            Rectangle::new(
+                [(run.p_low, run.g - 0.5), (run.p_high, run.g + 0.5)],
+                run.color.filled(),
+            )
+        }))?;
         colour_scale(&legend, style)?;
         let g = output.group_size as f64;
         heat.draw_series([Circle::new(
@@ -249,6 +239,49 @@ impl Figure for MixedGroups {
         }
         Ok(())
     }
+}
+
+/// Neighbouring heatmap cells of one row and one shade, as one rectangle.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct HeatRun {
+    color: RGBColor,
+    p_low: f64,
+    p_high: f64,
+    g: f64,
+}
+
+/// The heatmap's cells as runs, ordered by shade: the same picture as a rectangle per
+/// cell, in far fewer drawing calls and colour changes (a cell's shade is one of at
+/// most 256 per channel, and whole stretches of a row share one), so the page redraws
+/// it within a frame.
+fn heat_runs(output: &Output) -> Vec<HeatRun> {
+    let half = 0.5 / P_CELLS as f64;
+    let mut runs: Vec<HeatRun> = Vec::new();
+    for j in 0..G_MAX as usize {
+        let g = (j + 1) as f64;
+        let mut current: Option<HeatRun> = None;
+        for (row, p) in output.table.iter().zip(&output.p_grid) {
+            let Some(probability) = row.get(j) else {
+                continue;
+            };
+            let color = plot::tint(BLUE, *probability);
+            match current.as_mut() {
+                Some(run) if run.color == color => run.p_high = p + half,
+                _ => {
+                    runs.extend(current.take());
+                    current = Some(HeatRun {
+                        color,
+                        p_low: p - half,
+                        p_high: p + half,
+                        g,
+                    });
+                }
+            }
+        }
+        runs.extend(current);
+    }
+    runs.sort_by_key(|run| (run.color.0, run.color.1, run.color.2));
+    runs
 }
 
 /// The heatmap's colour scale: the shade of every probability from 0 to 1, labelled.
@@ -338,5 +371,28 @@ mod tests {
         assert!((output.rollouts.unwrap() - 16.0 * 4.0 / 0.875).abs() < 1e-9);
         assert_eq!(output.table.len(), P_CELLS);
         assert_eq!(output.table[0].len(), G_MAX as usize);
+    }
+
+    #[test]
+    fn the_heatmap_runs_cover_every_cell_once_in_its_own_shade() {
+        let state = State::defaults(MixedGroups::META.controls);
+        let output = MixedGroups::compute(&state).unwrap();
+        let runs = heat_runs(&output);
+        let cells = output.table.len() * G_MAX as usize;
+        assert!(runs.len() < cells, "{} runs for {cells} cells", runs.len());
+        // Drawn by shade: a colour change only where the shade changes.
+        let changes = runs.windows(2).filter(|w| w[0].color != w[1].color).count();
+        assert!(changes < 256, "{changes} colour changes");
+        for (row, p) in output.table.iter().zip(&output.p_grid) {
+            for (j, probability) in row.iter().enumerate() {
+                let g = (j + 1) as f64;
+                let covering: Vec<&HeatRun> = runs
+                    .iter()
+                    .filter(|r| r.g == g && r.p_low < *p && *p < r.p_high)
+                    .collect();
+                assert_eq!(covering.len(), 1, "p {p}, G {g}");
+                assert_eq!(covering[0].color, plot::tint(BLUE, *probability));
+            }
+        }
     }
 }

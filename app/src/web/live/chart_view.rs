@@ -12,7 +12,7 @@ use crate::chapters::live::chart;
 use crate::chapters::live::metrics::Run;
 use crate::figure::is_narrow;
 use crate::plot::Style;
-use crate::web::frame::readout_items;
+use crate::web::frame::{readout_items, size_canvas};
 
 /// Sizes the canvas for its CSS width and the device pixel ratio, and draws `run`.
 fn draw(run: &Run, canvas: &web_sys::HtmlCanvasElement) -> Result<(), String> {
@@ -20,10 +20,13 @@ fn draw(run: &Run, canvas: &web_sys::HtmlCanvasElement) -> Result<(), String> {
     let css_width = f64::from(canvas.client_width().max(240));
     let narrow = is_narrow(css_width);
     let aspect = chart::aspect(narrow);
-    let _ = canvas.set_attribute("style", &format!("aspect-ratio: 1 / {aspect}"));
-    canvas.set_width((css_width * dpr).round() as u32);
-    canvas.set_height((css_width * aspect * dpr).round() as u32);
-    let backend = plotters_canvas::CanvasBackend::with_canvas_object(canvas.clone())
+    size_canvas(
+        canvas,
+        &format!("aspect-ratio: 1 / {aspect}"),
+        (css_width * dpr).round() as u32,
+        (css_width * aspect * dpr).round() as u32,
+    );
+    let backend = crate::web::canvas::Canvas2d::new(canvas.clone())
         .ok_or_else(|| "the canvas has no 2D context".to_owned())?;
     let root = backend.into_drawing_area();
     root.fill(&WHITE).map_err(|e| e.to_string())?;

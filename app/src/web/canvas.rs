@@ -1,0 +1,376 @@
+//! plotters' drawing backend on a canvas's 2D context, written for redraws within a
+//! frame (what `plotters-canvas` does, without its two costs measured in the page):
+//!
+//! - **Text is measured by the canvas** (`measureText`), and each measurement is kept.
+//!   plotters' own measurement in the browser appends a `<span>` to the document, reads
+//!   its `offsetWidth` (a layout of the whole page) and removes it, for every label
+//!   it places; a figure measures dozens per redraw. The size given back is the one
+//!   that span had: the advance width rounded to a pixel, and the font's line height
+//!   (its bounding ascent plus descent).
+//! - **Context state is set only when it changes.** Every fill and stroke colour, line
+//!   width, font and text alignment is a string the browser parses; a figure's
+//!   hundreds of cells or ticks mostly repeat the previous one's.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+use plotters_backend::text_anchor::{HPos, VPos};
+use plotters_backend::{
+    BackendColor, BackendCoord, BackendStyle, BackendTextStyle, DrawingBackend, DrawingErrorKind,
+    FontTransform,
+};
+use wasm_bindgen::{JsCast, JsValue};
+use web_sys::{CanvasRenderingContext2d, HtmlCanvasElement};
+
+/// A failed call into the canvas.
+#[derive(Debug)]
+pub struct CanvasError(String);
+
+impl std::fmt::Display for CanvasError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "canvas: {}", self.0)
+    }
+}
+
+impl std::error::Error for CanvasError {}
+
+// `map_err` hands the error over by value.
+#[allow(clippy::needless_pass_by_value)]
+fn failed(error: JsValue) -> DrawingErrorKind<CanvasError> {
+    DrawingErrorKind::DrawingError(CanvasError(format!("{error:?}")))
+}
+
+thread_local! {
+    /// Text sizes measured so far, by CSS font and text.
+    static MEASURED: RefCell<HashMap<(String, String), (u32, u32)>> = RefCell::new(HashMap::new());
+}
+
+/// Most measurements kept; past it the table starts again (a figure needs far fewer).
+const MAX_MEASURED: usize = 20_000;
+
+/// What the context was last set to.
+#[derive(Default)]
+struct State {
+    fill: String,
+    stroke: String,
+    line_width: f64,
+    font: String,
+    align: &'static str,
+    baseline: &'static str,
+}
+
+/// plotters' backend on `canvas` (see the module docs).
+pub struct Canvas2d {
+    canvas: HtmlCanvasElement,
+    context: CanvasRenderingContext2d,
+    state: State,
+}
+
+impl Canvas2d {
+    /// The backend on `canvas`, or `None` when it has no 2D context.
+    pub fn new(canvas: HtmlCanvasElement) -> Option<Self> {
+        let context = canvas
+            .get_context("2d")
+            .ok()
+            .flatten()?
+            .dyn_into::<CanvasRenderingContext2d>()
+            .ok()?;
+        Some(Self {
+            canvas,
+            context,
+            state: State::default(),
+        })
+    }
+
+    fn fill_style(&mut self, color: BackendColor) {
+        let css = css_color(color);
+        if css != self.state.fill {
+            self.context.set_fill_style_str(&css);
+            self.state.fill = css;
+        }
+    }
+
+    fn line_style(&mut self, style: &impl BackendStyle) {
+        let css = css_color(style.color());
+        if css != self.state.stroke {
+            self.context.set_stroke_style_str(&css);
+            self.state.stroke = css;
+        }
+        let width = f64::from(style.stroke_width());
+        if width != self.state.line_width {
+            self.context.set_line_width(width);
+            self.state.line_width = width;
+        }
+    }
+
+    fn font(&mut self, css: &str) {
+        if css != self.state.font {
+            self.context.set_font(css);
+            css.clone_into(&mut self.state.font);
+        }
+    }
+}
+
+fn css_color(color: BackendColor) -> String {
+    let (r, g, b) = color.rgb;
+    format!("rgba({r},{g},{b},{})", color.alpha)
+}
+
+fn css_font(style: &impl BackendTextStyle) -> String {
+    format!(
+        "{} {}px {}",
+        style.style().as_str(),
+        style.size(),
+        style.family().as_str()
+    )
+}
+
+/// Moves a horizontal or vertical line onto the middle of its pixels, so it is drawn
+/// sharp rather than across two half-covered rows.
+fn sharp(from: BackendCoord, to: BackendCoord) -> ((f64, f64), (f64, f64)) {
+    let (mut a, mut b) = (
+        (f64::from(from.0), f64::from(from.1)),
+        (f64::from(to.0), f64::from(to.1)),
+    );
+    if from.0 == to.0 {
+        a.0 -= 0.5;
+        b.0 -= 0.5;
+    }
+    if from.1 == to.1 {
+        a.1 += 0.5;
+        b.1 += 0.5;
+    }
+    (a, b)
+}
+
+impl DrawingBackend for Canvas2d {
+    type ErrorType = CanvasError;
+
+    fn get_size(&self) -> (u32, u32) {
+        (self.canvas.width(), self.canvas.height())
+    }
+
+    fn ensure_prepared(&mut self) -> Result<(), DrawingErrorKind<CanvasError>> {
+        Ok(())
+    }
+
+    fn present(&mut self) -> Result<(), DrawingErrorKind<CanvasError>> {
+        Ok(())
+    }
+
+    fn draw_pixel(
+        &mut self,
+        point: BackendCoord,
+        color: BackendColor,
+    ) -> Result<(), DrawingErrorKind<CanvasError>> {
+        if color.alpha == 0.0 {
+            return Ok(());
+        }
+        self.fill_style(color);
+        self.context
+            .fill_rect(f64::from(point.0), f64::from(point.1), 1.0, 1.0);
+        Ok(())
+    }
+
+    fn draw_line<S: BackendStyle>(
+        &mut self,
+        from: BackendCoord,
+        to: BackendCoord,
+        style: &S,
+    ) -> Result<(), DrawingErrorKind<CanvasError>> {
+        if style.color().alpha == 0.0 {
+            return Ok(());
+        }
+        let (a, b) = sharp(from, to);
+        self.line_style(style);
+        self.context.begin_path();
+        self.context.move_to(a.0, a.1);
+        self.context.line_to(b.0, b.1);
+        self.context.stroke();
+        Ok(())
+    }
+
+    fn draw_rect<S: BackendStyle>(
+        &mut self,
+        upper_left: BackendCoord,
+        bottom_right: BackendCoord,
+        style: &S,
+        fill: bool,
+    ) -> Result<(), DrawingErrorKind<CanvasError>> {
+        if style.color().alpha == 0.0 {
+            return Ok(());
+        }
+        let (x, y) = (f64::from(upper_left.0), f64::from(upper_left.1));
+        let (w, h) = (
+            f64::from(bottom_right.0 - upper_left.0),
+            f64::from(bottom_right.1 - upper_left.1),
+        );
+        if fill {
+            self.fill_style(style.color());
+            self.context.fill_rect(x, y, w, h);
+        } else {
+            self.line_style(style);
+            self.context.stroke_rect(x, y, w, h);
+        }
+        Ok(())
+    }
+
+    fn draw_path<S: BackendStyle, I: IntoIterator<Item = BackendCoord>>(
+        &mut self,
+        path: I,
+        style: &S,
+    ) -> Result<(), DrawingErrorKind<CanvasError>> {
+        if style.color().alpha == 0.0 {
+            return Ok(());
+        }
+        let mut path = path.into_iter();
+        self.context.begin_path();
+        if let Some(start) = path.next() {
+            self.line_style(style);
+            self.context.move_to(f64::from(start.0), f64::from(start.1));
+            for next in path {
+                self.context.line_to(f64::from(next.0), f64::from(next.1));
+            }
+        }
+        self.context.stroke();
+        Ok(())
+    }
+
+    fn fill_polygon<S: BackendStyle, I: IntoIterator<Item = BackendCoord>>(
+        &mut self,
+        path: I,
+        style: &S,
+    ) -> Result<(), DrawingErrorKind<CanvasError>> {
+        if style.color().alpha == 0.0 {
+            return Ok(());
+        }
+        let mut path = path.into_iter();
+        self.context.begin_path();
+        if let Some(start) = path.next() {
+            self.fill_style(style.color());
+            self.context.move_to(f64::from(start.0), f64::from(start.1));
+            for next in path {
+                self.context.line_to(f64::from(next.0), f64::from(next.1));
+            }
+            self.context.close_path();
+        }
+        self.context.fill();
+        Ok(())
+    }
+
+    fn draw_circle<S: BackendStyle>(
+        &mut self,
+        center: BackendCoord,
+        radius: u32,
+        style: &S,
+        fill: bool,
+    ) -> Result<(), DrawingErrorKind<CanvasError>> {
+        if style.color().alpha == 0.0 {
+            return Ok(());
+        }
+        if fill {
+            self.fill_style(style.color());
+        } else {
+            self.line_style(style);
+        }
+        self.context.begin_path();
+        self.context
+            .arc(
+                f64::from(center.0),
+                f64::from(center.1),
+                f64::from(radius),
+                0.0,
+                std::f64::consts::TAU,
+            )
+            .map_err(failed)?;
+        if fill {
+            self.context.fill();
+        } else {
+            self.context.stroke();
+        }
+        Ok(())
+    }
+
+    fn draw_text<S: BackendTextStyle>(
+        &mut self,
+        text: &str,
+        style: &S,
+        pos: BackendCoord,
+    ) -> Result<(), DrawingErrorKind<CanvasError>> {
+        let color = style.color();
+        if color.alpha == 0.0 {
+            return Ok(());
+        }
+        let turn = match style.transform() {
+            FontTransform::None => 0.0,
+            FontTransform::Rotate90 => 0.5,
+            FontTransform::Rotate180 => 1.0,
+            FontTransform::Rotate270 => 1.5,
+        } * std::f64::consts::PI;
+        let (mut x, mut y) = (f64::from(pos.0), f64::from(pos.1));
+        if turn != 0.0 {
+            self.context.save();
+            self.context.translate(x, y).map_err(failed)?;
+            self.context.rotate(turn).map_err(failed)?;
+            (x, y) = (0.0, 0.0);
+        }
+        let baseline = match style.anchor().v_pos {
+            VPos::Top => "top",
+            VPos::Center => "middle",
+            VPos::Bottom => "bottom",
+        };
+        if baseline != self.state.baseline {
+            self.context.set_text_baseline(baseline);
+            self.state.baseline = baseline;
+        }
+        let align = match style.anchor().h_pos {
+            HPos::Left => "start",
+            HPos::Right => "end",
+            HPos::Center => "center",
+        };
+        if align != self.state.align {
+            self.context.set_text_align(align);
+            self.state.align = align;
+        }
+        self.fill_style(color);
+        self.font(&css_font(style));
+        let drawn = self.context.fill_text(text, x, y).map_err(failed);
+        if turn != 0.0 {
+            // `restore` brings back the state saved before the rotation: forget what
+            // this backend believes the context holds.
+            self.context.restore();
+            self.state = State::default();
+        }
+        drawn
+    }
+
+    fn estimate_text_size<S: BackendTextStyle>(
+        &self,
+        text: &str,
+        style: &S,
+    ) -> Result<(u32, u32), DrawingErrorKind<CanvasError>> {
+        let font = css_font(style);
+        let key = (font, text.to_owned());
+        if let Some(size) = MEASURED.with(|m| m.borrow().get(&key).copied()) {
+            return Ok(size);
+        }
+        // Measuring needs the font set; put the drawing's font back afterwards.
+        self.context.set_font(&key.0);
+        let metrics = self.context.measure_text(text).map_err(failed)?;
+        if !self.state.font.is_empty() {
+            self.context.set_font(&self.state.font);
+        }
+        let width = metrics.width().round().max(0.0) as u32;
+        let height = (metrics.font_bounding_box_ascent() + metrics.font_bounding_box_descent())
+            .round()
+            .max(0.0) as u32;
+        MEASURED.with(|m| {
+            let mut table = m.borrow_mut();
+            if table.len() >= MAX_MEASURED {
+                table.clear();
+            }
+            table.insert(key, (width, height));
+        });
+        Ok((width, height))
+    }
+}
