@@ -4,7 +4,9 @@ Same model (GPT-2 layout: token + learned position embeddings, pre-norm blocks w
 fused qkv projection, 4x GELU MLP, final LayerNorm, linear head), same shapes, same
 phases: a prefill and greedy decode with a key/value cache (rollout), then forward,
 the clipped token-mean surrogate, backward over microbatches and one AdamW step
-(update). Prints one JSON object with the same fields as the Rust side.
+(update; the head and the log-softmax only at the generated tokens' positions, which
+the loss reads, as TRL's `logits_to_keep` and arlbook's update do). Prints one JSON
+object with the same fields as the Rust side.
 
 The multi-turn workload plays episodes of `--turns` turns of `--turn-tokens` greedy
 tokens with a tool result of `--observation-tokens` tokens between turns. Each turn
@@ -79,14 +81,16 @@ class Policy(nn.Module):
         self.norm = nn.LayerNorm(width)
         self.head = nn.Linear(width, vocab)
 
-    def forward(self, ids):
+    def forward(self, ids, logits_to_keep=0):
+        """Logits at the last `logits_to_keep` positions (all when 0), as TRL's
+        `logits_to_keep` computes the head only where the completion's tokens are."""
         n, s = ids.shape
         positions = torch.arange(s).unsqueeze(0).expand(n, s)
         causal = torch.ones(s, s, dtype=torch.bool).triu(1).view(1, 1, s, s)
         x = self.tokens(ids) + self.positions(positions)
         for block in self.blocks:
             x, _ = block(x, causal)
-        return self.head(self.norm(x))
+        return self.head(self.norm(x[:, -logits_to_keep:, :]))
 
     @torch.no_grad()
     def prefill(self, ids):
@@ -187,8 +191,12 @@ def main():
         for start in range(0, args.rows, args.microbatch_rows):
             chunk = sequences[start:start + args.microbatch_rows]
             n = chunk.shape[0]
-            mask = (torch.arange(t) + 1 >= args.prompt).float().view(1, t).expand(n, t)
-            logp = torch.log_softmax(model(chunk[:, :t]), dim=2).gather(2, chunk[:, 1:].unsqueeze(2)).squeeze(2)
+            # The loss reads the generated tokens' positions only (target j + 1 >= prompt):
+            # the head runs there, as arlbook's update and TRL's logits_to_keep do.
+            keep = seq - args.prompt
+            mask = torch.ones(n, keep)
+            logits = model(chunk[:, :t], logits_to_keep=keep)
+            logp = torch.log_softmax(logits, dim=2).gather(2, chunk[:, t - keep + 1:].unsqueeze(2)).squeeze(2)
             loss = surrogate(logp, logp.detach() * mask, torch.full((n, 1), 0.5), mask * weight)
             loss.backward()
         optim.step()

@@ -155,9 +155,10 @@ pub fn run() -> anyhow::Result<()> {
     );
     println!(
         "(ratio = arlbook speed / PyTorch speed; {}; arlbook: its CPU trainer's passes, \
-         written by hand (the update's head and vocabulary softmax only at the {} generated \
-         positions a row's loss reads); arlbook burn: the same work on burn's forward passes \
-         and autodiff; \
+         written by hand; arlbook burn: the same work on burn's forward passes and \
+         autodiff; arlbook's and PyTorch's updates compute the head only at the {} \
+         generated positions a row's loss reads (TRL's logits_to_keep), burn's at every \
+         position; \
          multi-turn: arlbook keeps each episode's cache across turns, PyTorch re-prefills \
          the context every turn as a plain generate loop does)",
         torch["implementation"].as_str().unwrap_or("pytorch"),

@@ -103,6 +103,20 @@ impl Canvas2d {
         }
     }
 
+    /// Begins a path through `points`; returns whether it has any.
+    fn trace(&self, points: impl IntoIterator<Item = BackendCoord>) -> bool {
+        let mut points = points.into_iter();
+        self.context.begin_path();
+        let Some(start) = points.next() else {
+            return false;
+        };
+        self.context.move_to(f64::from(start.0), f64::from(start.1));
+        for next in points {
+            self.context.line_to(f64::from(next.0), f64::from(next.1));
+        }
+        true
+    }
+
     fn font(&mut self, css: &str) {
         if css != self.state.font {
             self.context.set_font(css);
@@ -223,15 +237,8 @@ impl DrawingBackend for Canvas2d {
         if style.color().alpha == 0.0 {
             return Ok(());
         }
-        let mut path = path.into_iter();
-        self.context.begin_path();
-        if let Some(start) = path.next() {
-            self.line_style(style);
-            self.context.move_to(f64::from(start.0), f64::from(start.1));
-            for next in path {
-                self.context.line_to(f64::from(next.0), f64::from(next.1));
-            }
-        }
+        self.line_style(style);
+        self.trace(path);
         self.context.stroke();
         Ok(())
     }
@@ -244,14 +251,8 @@ impl DrawingBackend for Canvas2d {
         if style.color().alpha == 0.0 {
             return Ok(());
         }
-        let mut path = path.into_iter();
-        self.context.begin_path();
-        if let Some(start) = path.next() {
-            self.fill_style(style.color());
-            self.context.move_to(f64::from(start.0), f64::from(start.1));
-            for next in path {
-                self.context.line_to(f64::from(next.0), f64::from(next.1));
-            }
+        self.fill_style(style.color());
+        if self.trace(path) {
             self.context.close_path();
         }
         self.context.fill();

@@ -61,7 +61,7 @@ pub fn accumulate_in_parallel<T: Sync, R: Send>(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use burn::module::{ModuleVisitor, Param};
     use burn::prelude::*;
 
@@ -70,24 +70,25 @@ mod tests {
     use crate::loss::token_logprobs;
     use crate::trainer::vocab;
 
-    /// Every parameter's gradient, in the model's visiting order.
-    struct Collect<'a> {
-        grads: &'a GradientsParams,
-        found: Vec<Vec<f32>>,
-    }
-
-    impl ModuleVisitor for Collect<'_> {
-        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
-            let grad = self
-                .grads
-                .get::<D>(param.id)
-                .expect("a gradient per parameter");
-            self.found
-                .push(grad.try_into_vec_as::<f32>().expect("read back"));
+    /// Every parameter's gradient, in the model's visiting order (for the tests that
+    /// compare two ways of computing them; `crate::fused`'s too).
+    pub(crate) fn collect(model: &PolicyModel, grads: &GradientsParams) -> Vec<Vec<f32>> {
+        struct Collect<'a> {
+            grads: &'a GradientsParams,
+            found: Vec<Vec<f32>>,
         }
-    }
 
-    fn collect(model: &PolicyModel, grads: &GradientsParams) -> Vec<Vec<f32>> {
+        impl ModuleVisitor for Collect<'_> {
+            fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+                let grad = self
+                    .grads
+                    .get::<D>(param.id)
+                    .expect("a gradient per parameter");
+                self.found
+                    .push(grad.try_into_vec_as::<f32>().expect("read back"));
+            }
+        }
+
         let mut visitor = Collect {
             grads,
             found: Vec::new(),

@@ -4,8 +4,6 @@
 //! [`super::score`], the interface the trainer uses.
 
 use arlbook_core::rng::RandomStream;
-use burn::module::{Module, ModuleVisitor, Param};
-use burn::optim::GradientsParams;
 use burn::prelude::*;
 use burn::tensor::activation::{gelu, softmax};
 
@@ -16,6 +14,7 @@ use crate::batching::micro_batch;
 use crate::config::ModelConfig;
 use crate::loss::{entropy_with_graph, token_logprobs};
 use crate::model::PolicyModel;
+use crate::replicas::tests::collect;
 use crate::rollout::Rollout;
 use crate::trainer::vocab;
 
@@ -218,31 +217,6 @@ fn log_probabilities_and_entropy_match_burn_with_and_without_a_nucleus() {
             }
         }
     }
-}
-
-/// Every parameter's gradient in the model's visiting order.
-struct Collect<'a> {
-    grads: &'a GradientsParams,
-    found: Vec<Vec<f32>>,
-}
-
-impl ModuleVisitor for Collect<'_> {
-    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
-        let grad = self
-            .grads
-            .get::<D>(param.id)
-            .expect("a gradient per parameter");
-        self.found.push(values(grad));
-    }
-}
-
-fn collect(model: &PolicyModel, grads: &GradientsParams) -> Vec<Vec<f32>> {
-    let mut visitor = Collect {
-        grads,
-        found: Vec::new(),
-    };
-    model.visit(&mut visitor);
-    visitor.found
 }
 
 /// Three rows of different lengths: a teacher's episode on the article's task, the same
