@@ -55,7 +55,15 @@ pub struct FitRequest {
     /// Most Newton steps, 1 to 1000. Default 100.
     #[serde(default = "default_max_iterations")]
     pub max_iterations: usize,
+    /// Pair counts (at most 64 of them, each at least 1) at which to fit too, each on the
+    /// first `n` pairs of the same seed's stream: the fits `pairs = n` would give, from
+    /// one sample of the largest count (a convergence curve). Default none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub curve: Vec<usize>,
 }
+
+/// Most points of a convergence curve.
+pub const MAX_CURVE_POINTS: usize = 64;
 
 fn default_max_iterations() -> usize {
     100
@@ -84,6 +92,7 @@ impl Default for FitRequest {
             pairs: None,
             seed: 0,
             max_iterations: default_max_iterations(),
+            curve: Vec::new(),
         }
     }
 }
@@ -101,6 +110,22 @@ pub struct FitResponse {
     pub optimum: Vec<f64>,
     /// `KL(fit || optimum)`, nats.
     pub kl_to_optimum: f64,
+    /// The fits at the request's `curve` counts, in its order (absent without one).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub curve: Vec<CurvePoint>,
+}
+
+/// One point of a convergence curve: the fit on the first `pairs` sampled pairs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CurvePoint {
+    /// Pairs drawn.
+    pub pairs: usize,
+    /// Pairs of two distinct responses among them.
+    pub pairs_used: usize,
+    /// `KL(fit || optimum)`, nats.
+    pub kl_to_optimum: f64,
+    /// Whether the fit converged (false when the pairs are separable).
+    pub converged: bool,
 }
 
 /// Response of `dpo`.
@@ -128,6 +153,20 @@ pub struct Dpo;
 
 fn fit(setup: &Setup, rewards: &[f64], request: &FitRequest, beta: f64) -> Result<FitResponse> {
     check::count("fit.max_iterations", request.max_iterations, 1, 1000)?;
+    if request.curve.len() > MAX_CURVE_POINTS {
+        return Err(FieldError::new(
+            "fit.curve",
+            format!(
+                "at most {MAX_CURVE_POINTS} pair counts, got {}",
+                request.curve.len()
+            ),
+        ));
+    }
+    for (i, &n) in request.curve.iter().enumerate() {
+        let field = format!("fit.curve[{i}]");
+        check::count(&field, n, 1, usize::MAX)?;
+        check_draws(&field, (n as u64).saturating_mul(3))?;
+    }
     let source = match request.pairs {
         Some(pairs) => {
             check::count("fit.pairs", pairs, 1, usize::MAX)?;
@@ -143,11 +182,32 @@ fn fit(setup: &Setup, rewards: &[f64], request: &FitRequest, beta: f64) -> Resul
     let optimum = Problem::new(&reference, rewards)?.optimum(beta, "beta")?;
     let fitted = dpo::fit(setup, rewards, source, request.max_iterations)?;
     let log = |p: &[f64]| p.iter().map(|x| x.ln()).collect::<Vec<f64>>();
-    let kl_to_optimum = kl_from_log_probs(&log(&fitted.policy), &log(&optimum.policy), "optimum")?;
+    let log_optimum = log(&optimum.policy);
+    let kl = |fit: &dpo::Fit| kl_from_log_probs(&log(&fit.policy), &log_optimum, "optimum");
+    let kl_to_optimum = kl(&fitted)?;
+    let curve = dpo::fit_prefixes(
+        setup,
+        rewards,
+        request.seed,
+        &request.curve,
+        request.max_iterations,
+    )?
+    .iter()
+    .zip(&request.curve)
+    .map(|(fit, &pairs)| {
+        Ok(CurvePoint {
+            pairs,
+            pairs_used: fit.pairs_used.unwrap_or(0),
+            kl_to_optimum: kl(fit)?,
+            converged: fit.converged,
+        })
+    })
+    .collect::<Result<Vec<CurvePoint>>>()?;
     Ok(FitResponse {
         fit: fitted,
         optimum: optimum.policy,
         kl_to_optimum,
+        curve,
     })
 }
 
@@ -246,5 +306,48 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(err.field, "fit.pairs");
+        let too_many = vec![10; super::MAX_CURVE_POINTS + 1];
+        let err = compute(
+            "dpo",
+            json!({"reference": [0.5, 0.5], "beta": 0.1, "rewards": [0, 1], "fit": {"curve": too_many}}),
+        )
+        .unwrap_err();
+        assert_eq!(err.field, "fit.curve");
+        let err = compute(
+            "dpo",
+            json!({"reference": [0.5, 0.5], "beta": 0.1, "rewards": [0, 1], "fit": {"curve": [10, 0]}}),
+        )
+        .unwrap_err();
+        assert_eq!(err.field, "fit.curve[1]");
+    }
+
+    #[test]
+    fn a_curve_point_is_the_fit_of_a_separate_request_with_that_many_pairs() {
+        let base = json!({
+            "reference": [0.3, 0.25, 0.2, 0.12, 0.08, 0.05],
+            "beta": 0.2,
+            "rewards": [0.0, 0.2, 0.4, 0.6, 0.8, 1.0],
+        });
+        let with_fit = |fit: serde_json::Value| {
+            let mut request = base.clone();
+            request["fit"] = fit;
+            compute("dpo", request).unwrap()["fit"].clone()
+        };
+        // Out of order and repeated: each point answers its own count.
+        let counts = [500, 10, 2_000, 10, 37];
+        let curve = with_fit(json!({"seed": 11, "pairs": 300, "curve": counts}));
+        let points = curve["curve"].as_array().unwrap();
+        assert_eq!(points.len(), counts.len());
+        for (point, n) in points.iter().zip(counts) {
+            let alone = with_fit(json!({"seed": 11, "pairs": n}));
+            assert_eq!(point["pairs"], json!(n));
+            assert_eq!(point["pairs_used"], alone["pairs_used"]);
+            assert_eq!(point["converged"], alone["converged"]);
+            assert_eq!(point["kl_to_optimum"], alone["kl_to_optimum"], "{n} pairs");
+        }
+        // The request's own fit is unchanged by the curve.
+        let plain = with_fit(json!({"seed": 11, "pairs": 300}));
+        assert_eq!(curve["kl_to_optimum"], plain["kl_to_optimum"]);
+        assert!(plain.get("curve").is_none());
     }
 }

@@ -255,10 +255,10 @@ fn pair_weights(
     rewards: &[f64],
     source: PairSource,
 ) -> (Vec<Vec<f64>>, Option<usize>) {
-    let k = log_reference.len();
-    let mut weights = vec![vec![0.0; k]; k];
-    let used = match source {
+    match source {
         PairSource::Expected => {
+            let k = log_reference.len();
+            let mut weights = vec![vec![0.0; k]; k];
             for a in 0..k {
                 for b in 0..k {
                     if a != b {
@@ -267,41 +267,68 @@ fn pair_weights(
                     }
                 }
             }
-            None
+            (normalised(weights), None)
         }
         PairSource::Sampled { pairs, seed } => {
-            let reference: Vec<f64> = log_reference.iter().map(|l| l.exp()).collect();
-            // Bradley-Terry's win probability of each ordered pair, computed once.
-            let wins: Vec<Vec<f64>> = rewards
-                .iter()
-                .map(|a| rewards.iter().map(|b| sigmoid(a - b)).collect())
-                .collect();
-            let mut stream = RandomStream::new(seed, 0);
-            let mut used = 0;
-            for _ in 0..pairs {
-                let first = stream.categorical(&reference);
-                let second = stream.categorical(&reference);
-                let first_wins = stream.bernoulli(wins[first][second]);
-                if first != second {
-                    let (w, l) = if first_wins {
-                        (first, second)
-                    } else {
-                        (second, first)
-                    };
-                    weights[w][l] += 1.0;
-                    used += 1;
-                }
-            }
-            Some(used)
+            let mut counts = sampled_pair_counts(log_reference, rewards, seed, &[pairs]);
+            let (weights, used) = counts.remove(0);
+            (normalised(weights), Some(used))
         }
-    };
+    }
+}
+
+/// Divides the weights by their sum (when it is positive).
+fn normalised(mut weights: Vec<Vec<f64>>) -> Vec<Vec<f64>> {
     let total: f64 = weights.iter().flatten().sum();
     if total > 0.0 {
         for w in weights.iter_mut().flatten() {
             *w /= total;
         }
     }
-    (weights, used)
+    weights
+}
+
+/// Counts of the sampled pairs by (chosen, rejected), and the pairs of two distinct
+/// responses, after the first `n` pairs of one stream for each `n` in `stops`
+/// (ascending). The first `n` pairs are the pairs a sample of `n` draws: each pair reads
+/// the stream after the one before it, so one pass gives every prefix.
+fn sampled_pair_counts(
+    log_reference: &[f64],
+    rewards: &[f64],
+    seed: u64,
+    stops: &[usize],
+) -> Vec<(Vec<Vec<f64>>, usize)> {
+    let k = log_reference.len();
+    let reference: Vec<f64> = log_reference.iter().map(|l| l.exp()).collect();
+    // Bradley-Terry's win probability of each ordered pair, computed once.
+    let wins: Vec<Vec<f64>> = rewards
+        .iter()
+        .map(|a| rewards.iter().map(|b| sigmoid(a - b)).collect())
+        .collect();
+    let mut stream = RandomStream::new(seed, 0);
+    let mut counts = vec![vec![0.0; k]; k];
+    let mut used = 0;
+    let mut drawn = 0;
+    let mut snapshots = Vec::with_capacity(stops.len());
+    for &stop in stops {
+        while drawn < stop {
+            let first = stream.categorical(&reference);
+            let second = stream.categorical(&reference);
+            let first_wins = stream.bernoulli(wins[first][second]);
+            if first != second {
+                let (w, l) = if first_wins {
+                    (first, second)
+                } else {
+                    (second, first)
+                };
+                counts[w][l] += 1.0;
+                used += 1;
+            }
+            drawn += 1;
+        }
+        snapshots.push((counts.clone(), used));
+    }
+    snapshots
 }
 
 /// Loss, gradient and Hessian in the log-ratio offsets `d` (`log pi = log_softmax(log
@@ -384,17 +411,57 @@ pub fn fit(
     source: PairSource,
     max_iterations: usize,
 ) -> Result<Fit> {
-    let k = setup.responses();
-    check::same_len("rewards", rewards.len(), "reference", k)?;
+    check_rewards(setup, rewards)?;
+    let (weights, pairs_used) = pair_weights(&setup.log_reference, rewards, source);
+    Ok(fit_weights(setup, &weights, pairs_used, max_iterations))
+}
+
+/// Fits on the first `n` sampled pairs of stream 0 of `seed` for each `n` of `pairs`
+/// (any order): the fits separate [`PairSource::Sampled`] requests give, from one pass
+/// over the largest sample.
+pub fn fit_prefixes(
+    setup: &Setup,
+    rewards: &[f64],
+    seed: u64,
+    pairs: &[usize],
+    max_iterations: usize,
+) -> Result<Vec<Fit>> {
+    check_rewards(setup, rewards)?;
+    let mut stops = pairs.to_vec();
+    stops.sort_unstable();
+    stops.dedup();
+    let counts = sampled_pair_counts(&setup.log_reference, rewards, seed, &stops);
+    let fits: Vec<Fit> = counts
+        .into_iter()
+        .map(|(weights, used)| fit_weights(setup, &normalised(weights), Some(used), max_iterations))
+        .collect();
+    Ok(pairs
+        .iter()
+        .map(|n| fits[stops.partition_point(|s| s < n)].clone())
+        .collect())
+}
+
+fn check_rewards(setup: &Setup, rewards: &[f64]) -> Result<()> {
+    check::same_len("rewards", rewards.len(), "reference", setup.responses())?;
     for (i, &r) in rewards.iter().enumerate() {
         check::in_range(&format!("rewards[{i}]"), r, -MAX_SCALE, MAX_SCALE)?;
     }
-    let (weights, pairs_used) = pair_weights(&setup.log_reference, rewards, source);
+    Ok(())
+}
+
+/// Newton's method from the reference on the normalised pair weights.
+fn fit_weights(
+    setup: &Setup,
+    weights: &[Vec<f64>],
+    pairs_used: Option<usize>,
+    max_iterations: usize,
+) -> Fit {
+    let k = setup.responses();
     let (beta, smoothing) = (setup.beta, setup.label_smoothing);
     let mut d = vec![0.0; k];
-    let (initial_loss, _, _) = loss_and_derivatives(&weights, &d, beta, smoothing, false);
+    let (initial_loss, _, _) = loss_and_derivatives(weights, &d, beta, smoothing, false);
     let (mut loss, mut gradient, mut hessian) =
-        loss_and_derivatives(&weights, &d, beta, smoothing, true);
+        loss_and_derivatives(weights, &d, beta, smoothing, true);
     let largest = |g: &[f64]| g.iter().fold(0.0_f64, |m, v| m.max(v.abs()));
     let mut iterations = 0;
     let mut converged = largest(&gradient) == 0.0;
@@ -416,7 +483,7 @@ pub fn fit(
         let (candidate, candidate_loss) = loop {
             let candidate: Vec<f64> = d.iter().zip(&step).map(|(x, s)| x + t * s).collect();
             let candidate_loss =
-                loss_and_derivatives(&weights, &candidate, beta, smoothing, false).0;
+                loss_and_derivatives(weights, &candidate, beta, smoothing, false).0;
             if candidate_loss <= loss + 1e-4 * t * slope || t < 1e-12 {
                 break (candidate, candidate_loss);
             }
@@ -430,7 +497,7 @@ pub fn fit(
         }
         let moved = t * largest(&step);
         d = candidate;
-        (loss, gradient, hessian) = loss_and_derivatives(&weights, &d, beta, smoothing, true);
+        (loss, gradient, hessian) = loss_and_derivatives(weights, &d, beta, smoothing, true);
         converged = moved <= STEP_TOLERANCE * (1.0 + largest(&d)) || largest(&gradient) == 0.0;
     }
     let logits: Vec<f64> = setup
@@ -441,7 +508,7 @@ pub fn fit(
         .collect();
     let log_policy = log_softmax(&logits);
     let gradient_norm = largest(&gradient);
-    Ok(Fit {
+    Fit {
         implicit_rewards: log_policy
             .iter()
             .zip(&setup.log_reference)
@@ -454,7 +521,7 @@ pub fn fit(
         gradient_norm,
         converged,
         pairs_used,
-    })
+    }
 }
 
 #[cfg(test)]

@@ -49,11 +49,14 @@ pub struct Output {
     pub curve: Vec<(f64, f64)>,
 }
 
+/// The fit on `pairs` sampled pairs with the convergence curve over [`SWEEP`] (one
+/// sample of the largest count gives every point), or on the expected loss.
 fn fit(state: &State, pairs: Option<u64>) -> Result<FitResponse, FieldError> {
     let fit = match pairs {
         Some(n) => FitRequest {
             pairs: Some(n as usize),
             seed: state.count("seed")? as u64,
+            curve: SWEEP.iter().map(|&n| n as usize).collect(),
             ..FitRequest::default()
         },
         None => FitRequest::default(),
@@ -95,10 +98,11 @@ impl Figure for Dpo {
         let pairs = state.count("pairs")? as u64;
         let sampled = fit(state, Some(pairs))?;
         let expected = fit(state, None)?;
-        let mut curve = Vec::with_capacity(SWEEP.len());
-        for n in SWEEP {
-            curve.push((n as f64, fit(state, Some(n))?.kl_to_optimum));
-        }
+        let curve = sampled
+            .curve
+            .iter()
+            .map(|point| (point.pairs as f64, point.kl_to_optimum))
+            .collect();
         let pairs_used = sampled.fit.pairs_used.ok_or_else(|| {
             FieldError::new(
                 "(response).fit.pairs_used",
