@@ -11,6 +11,7 @@ use arlbook_core::api::{MAX_DRAWS, OneOrMany};
 use arlbook_core::error::FieldError;
 use plotters::coord::Shift;
 use plotters::prelude::*;
+use std::sync::OnceLock;
 
 use crate::compute::compute;
 use crate::figure::{DrawResult, Figure, Meta, Readout, State, slider};
@@ -80,12 +81,7 @@ impl Figure for MixedGroups {
             .map(|i| (i as f64 + 0.5) / P_CELLS as f64)
             .collect();
         let sizes: Vec<u64> = (1..=G_MAX).collect();
-        let grid = compute::<MixedGroup>(&Request {
-            p: OneOrMany::Many(p_grid.clone()),
-            group_size: OneOrMany::Many(sizes.clone()),
-            ..Request::default()
-        })?;
-        let table = table_of(grid.probability, "probability")?;
+        let table = heat_table(&p_grid, &sizes)?;
         let scalar_request = Request {
             p: OneOrMany::One(p),
             group_size: OneOrMany::One(group_size),
@@ -241,6 +237,22 @@ impl Figure for MixedGroups {
     }
 }
 
+/// `P(mixed)` at `p_grid[i]` and `sizes[j]`: the heatmap's grid is the same for every
+/// control setting, so the entry computes it on the first draw and the table is kept.
+fn heat_table(p_grid: &[f64], sizes: &[u64]) -> Result<Vec<Vec<f64>>, FieldError> {
+    static TABLE: OnceLock<Vec<Vec<f64>>> = OnceLock::new();
+    if let Some(table) = TABLE.get() {
+        return Ok(table.clone());
+    }
+    let grid = compute::<MixedGroup>(&Request {
+        p: OneOrMany::Many(p_grid.to_vec()),
+        group_size: OneOrMany::Many(sizes.to_vec()),
+        ..Request::default()
+    })?;
+    let table = table_of(grid.probability, "probability")?;
+    Ok(TABLE.get_or_init(|| table).clone())
+}
+
 /// Neighbouring heatmap cells of one row and one shade, as one rectangle.
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct HeatRun {
@@ -250,10 +262,20 @@ struct HeatRun {
     g: f64,
 }
 
+/// Bands of the heatmap's colour scale: a cell takes the shade of the band its
+/// probability lies in, the shade the scale beside it shows for that band.
+const SHADES: usize = 40;
+
+/// The shade of the band of `probability` (band `k` covers `[k, k + 1) / SHADES`, the
+/// last one includes 1).
+fn shade(probability: f64) -> RGBColor {
+    let band = ((probability * SHADES as f64).floor().max(0.0) as usize).min(SHADES - 1);
+    plot::tint(BLUE, (band as f64 + 0.5) / SHADES as f64)
+}
+
 /// The heatmap's cells as runs, ordered by shade: the same picture as a rectangle per
-/// cell, in far fewer drawing calls and colour changes (a cell's shade is one of at
-/// most 256 per channel, and whole stretches of a row share one), so the page redraws
-/// it within a frame.
+/// cell, in far fewer drawing calls and colour changes (one per band), so the page
+/// redraws it within a frame.
 fn heat_runs(output: &Output) -> Vec<HeatRun> {
     let half = 0.5 / P_CELLS as f64;
     let mut runs: Vec<HeatRun> = Vec::new();
@@ -264,7 +286,7 @@ fn heat_runs(output: &Output) -> Vec<HeatRun> {
             let Some(probability) = row.get(j) else {
                 continue;
             };
-            let color = plot::tint(BLUE, *probability);
+            let color = shade(*probability);
             match current.as_mut() {
                 Some(run) if run.color == color => run.p_high = p + half,
                 _ => {
@@ -289,7 +311,6 @@ fn colour_scale<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     style: &Style,
 ) -> DrawResult<DB> {
-    const SHADES: usize = 40;
     let mut scale = ChartBuilder::on(area)
         // Level with the heatmap's plot: below its caption, above its axis labels.
         .margin_top(style.margin() + style.px(20.0))
@@ -308,10 +329,7 @@ fn colour_scale<DB: DrawingBackend>(
         .draw()?;
     scale.draw_series((0..SHADES).map(|k| {
         let (lo, hi) = (k as f64 / SHADES as f64, (k + 1) as f64 / SHADES as f64);
-        Rectangle::new(
-            [(0.0, lo), (1.0, hi)],
-            plot::tint(BLUE, 0.5 * (lo + hi)).filled(),
-        )
+        Rectangle::new([(0.0, lo), (1.0, hi)], shade(0.5 * (lo + hi)).filled())
     }))?;
     Ok(())
 }
@@ -382,7 +400,7 @@ mod tests {
         assert!(runs.len() < cells, "{} runs for {cells} cells", runs.len());
         // Drawn by shade: a colour change only where the shade changes.
         let changes = runs.windows(2).filter(|w| w[0].color != w[1].color).count();
-        assert!(changes < 256, "{changes} colour changes");
+        assert!(changes < SHADES, "{changes} colour changes");
         for (row, p) in output.table.iter().zip(&output.p_grid) {
             for (j, probability) in row.iter().enumerate() {
                 let g = (j + 1) as f64;
@@ -391,8 +409,30 @@ mod tests {
                     .filter(|r| r.g == g && r.p_low < *p && *p < r.p_high)
                     .collect();
                 assert_eq!(covering.len(), 1, "p {p}, G {g}");
-                assert_eq!(covering[0].color, plot::tint(BLUE, *probability));
+                assert_eq!(covering[0].color, shade(*probability));
             }
         }
+    }
+
+    #[test]
+    fn a_cell_has_the_shade_the_scale_shows_for_its_probability() {
+        // Band edges: 0 and 1 are the ends, a value just under a band's top stays in it.
+        assert_eq!(shade(0.0), plot::tint(BLUE, 0.5 / SHADES as f64));
+        assert_eq!(shade(1.0), plot::tint(BLUE, 1.0 - 0.5 / SHADES as f64));
+        let width = 1.0 / SHADES as f64;
+        for k in 0..SHADES {
+            let middle = (k as f64 + 0.5) * width;
+            let expected = plot::tint(BLUE, middle);
+            assert_eq!(shade(k as f64 * width + 1e-9), expected, "band {k}");
+            assert_eq!(shade(middle), expected, "band {k}");
+            assert_eq!(shade((k + 1) as f64 * width - 1e-9), expected, "band {k}");
+        }
+        // Darker with the probability, band by band.
+        let red = |c: RGBColor| c.0;
+        assert!(
+            (1..SHADES)
+                .all(|k| red(shade((k as f64 + 0.5) * width))
+                    <= red(shade((k as f64 - 0.5) * width)))
+        );
     }
 }
