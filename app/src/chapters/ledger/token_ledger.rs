@@ -218,16 +218,23 @@ impl Figure for TokenLedger {
         let row_h = (grid.row_h as i32).max(1);
         let mark_h = (row_h / 6).max(2);
         let cell_h = row_h - mark_h - style.offset(4.0);
-        let visible = output
+        let visible: Vec<(i32, i32, &Token)> = output
             .tokens
             .iter()
             .enumerate()
             .skip(output.from)
-            .take(PER_ROW * ROWS);
-        for (index, token) in visible {
-            let slot = index - output.from;
-            let x = (slot % per_row) as i32 * cell_w;
-            let y = (slot / per_row) as i32 * row_h;
+            .take(PER_ROW * ROWS)
+            .map(|(index, token)| {
+                let slot = index - output.from;
+                let x = (slot % per_row) as i32 * cell_w;
+                let y = (slot / per_row) as i32 * row_h;
+                (x, y, token)
+            })
+            .collect();
+        // Cells, then marks, then labels: the same picture as cell by cell (nothing
+        // overlaps but a label on its own cell), with a colour change only where the
+        // role or the mark changes rather than two or three per token.
+        for &(x, y, token) in &visible {
             let fill = match token.role {
                 SpanRole::Prompt => SHADE,
                 SpanRole::Action => tint(BLUE, 0.55),
@@ -237,14 +244,8 @@ impl Figure for TokenLedger {
                 [(x + 1, y), (x + cell_w - 1, y + cell_h)],
                 fill.filled(),
             ))?;
-            if cell_w >= style.px(22.0) as i32 {
-                let label: String = token.piece.chars().take(4).collect();
-                area.draw(&Text::new(
-                    label,
-                    (x + cell_w / 2, y + cell_h / 2),
-                    style.text_centered(9.0, INK),
-                ))?;
-            }
+        }
+        for &(x, y, token) in &visible {
             let trained = if output.misshift {
                 token.trained_misshifted
             } else {
@@ -260,6 +261,16 @@ impl Figure for TokenLedger {
                 area.draw(&Rectangle::new(mark, style.line(RED, 1.0)))?;
             } else {
                 area.draw(&Rectangle::new(mark, LIGHT.mix(0.3).filled()))?;
+            }
+        }
+        if cell_w >= style.px(22.0) as i32 {
+            for &(x, y, token) in &visible {
+                let label: String = token.piece.chars().take(4).collect();
+                area.draw(&Text::new(
+                    label,
+                    (x + cell_w / 2, y + cell_h / 2),
+                    style.text_centered(9.0, INK),
+                ))?;
             }
         }
         Ok(())
