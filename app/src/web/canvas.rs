@@ -51,8 +51,8 @@ const MAX_MEASURED: usize = 20_000;
 /// What the context was last set to.
 #[derive(Default)]
 struct State {
-    fill: String,
-    stroke: String,
+    fill: Option<Rgba>,
+    stroke: Option<Rgba>,
     line_width: f64,
     font: String,
     align: &'static str,
@@ -83,18 +83,18 @@ impl Canvas2d {
     }
 
     fn fill_style(&mut self, color: BackendColor) {
-        let css = css_color(color);
-        if css != self.state.fill {
-            self.context.set_fill_style_str(&css);
-            self.state.fill = css;
+        let color = Rgba::of(color);
+        if self.state.fill != Some(color) {
+            self.context.set_fill_style_str(&color.css());
+            self.state.fill = Some(color);
         }
     }
 
     fn line_style(&mut self, style: &impl BackendStyle) {
-        let css = css_color(style.color());
-        if css != self.state.stroke {
-            self.context.set_stroke_style_str(&css);
-            self.state.stroke = css;
+        let color = Rgba::of(style.color());
+        if self.state.stroke != Some(color) {
+            self.context.set_stroke_style_str(&color.css());
+            self.state.stroke = Some(color);
         }
         let width = f64::from(style.stroke_width());
         if width != self.state.line_width {
@@ -125,9 +125,32 @@ impl Canvas2d {
     }
 }
 
-fn css_color(color: BackendColor) -> String {
-    let (r, g, b) = color.rgb;
-    format!("rgba({r},{g},{b},{})", color.alpha)
+/// A colour as the context was given it: compared as numbers, written as CSS only
+/// when it changes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Rgba {
+    rgb: (u8, u8, u8),
+    alpha: f64,
+}
+
+impl Rgba {
+    fn of(color: BackendColor) -> Self {
+        Self {
+            rgb: color.rgb,
+            alpha: color.alpha,
+        }
+    }
+
+    /// `#rrggbb` when opaque (the cheapest form to write and for the browser to parse),
+    /// `rgba(r,g,b,a)` otherwise.
+    fn css(self) -> String {
+        let (r, g, b) = self.rgb;
+        if self.alpha >= 1.0 {
+            format!("#{r:02x}{g:02x}{b:02x}")
+        } else {
+            format!("rgba({r},{g},{b},{})", self.alpha)
+        }
+    }
 }
 
 fn css_font(style: &impl BackendTextStyle) -> String {
