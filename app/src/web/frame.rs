@@ -17,6 +17,7 @@ use leptos::prelude::*;
 
 use super::browser;
 use super::gpu::{Backend, Gpu, evaluate_on};
+use super::width::CanvasWidth;
 use crate::chapters;
 use crate::compute::{Answers, Evaluation, Summary};
 use crate::figure::{
@@ -75,15 +76,17 @@ impl Badge {
     }
 }
 
-/// Sizes the canvas for its CSS width and the device pixel ratio, and draws.
+/// Sizes the canvas for its CSS width (`css_width`, pixels) and the device pixel ratio,
+/// and draws.
 fn draw(
     evaluated: &dyn Evaluated,
     canvas: &web_sys::HtmlCanvasElement,
+    css_width: i32,
     meta: &'static Meta,
     error: RwSignal<Option<String>>,
 ) {
     let dpr = window().device_pixel_ratio();
-    let css_width = f64::from(canvas.client_width().max(240));
+    let css_width = f64::from(css_width.max(240));
     let aspect = meta.aspect_at(css_width);
     let css_height = (css_width * aspect).round();
     size_canvas(
@@ -175,9 +178,8 @@ pub fn FigureFrame(figure: &'static dyn AnyFigure, embed: bool) -> impl IntoView
     let resized = RwSignal::new(0_u32);
     let canvas_ref = NodeRef::<leptos::html::Canvas>::new();
 
-    let _ = window_event_listener(leptos::ev::resize, move |_| {
-        resized.update(|n| *n = n.wrapping_add(1));
-    });
+    // The canvas's width, watched once the canvas exists: a change redraws.
+    let canvas_width = CanvasWidth::default();
 
     let backend = use_context::<Backend>().unwrap_or_else(Backend::cpu_only);
     let badge = RwSignal::new(Badge::waiting());
@@ -193,9 +195,11 @@ pub fn FigureFrame(figure: &'static dyn AnyFigure, embed: bool) -> impl IntoView
         let current = state.get();
         resized.track();
         let plan = backend.plan();
-        if canvas_ref.get().is_none() {
+        let Some(canvas) = canvas_ref.get() else {
             return;
-        }
+        };
+        canvas_width.watch(&canvas, move || resized.update(|n| *n = n.wrapping_add(1)));
+        let canvas_width = canvas_width.clone();
         let started = browser::now_ms();
         let show = move |evaluation: Evaluation<Box<dyn Evaluated>>, gpu: Option<&Gpu>| {
             let computed = browser::now_ms();
@@ -204,7 +208,7 @@ pub fn FigureFrame(figure: &'static dyn AnyFigure, embed: bool) -> impl IntoView
                 Ok(evaluated) => {
                     readouts.set(evaluated.readouts());
                     if let Some(canvas) = canvas_ref.get_untracked() {
-                        draw(&*evaluated, &canvas, meta, error);
+                        draw(&*evaluated, &canvas, canvas_width.of(&canvas), meta, error);
                     }
                     *shown.borrow_mut() = Some(evaluated);
                 }

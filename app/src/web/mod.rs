@@ -13,6 +13,7 @@ mod explorer;
 mod frame;
 mod gpu;
 mod live;
+mod width;
 
 use crate::chapters::{self, Block, CHAPTERS, Chapter};
 use crate::mathml;
