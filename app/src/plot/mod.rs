@@ -129,14 +129,38 @@ pub fn framed_chart<'a, DB: DrawingBackend>(
     x: std::ops::Range<f64>,
     y: std::ops::Range<f64>,
 ) -> Result<NumericChart<'a, DB>, DrawingAreaErrorKind<DB::ErrorType>> {
+    framed_chart_with_labels(area, caption, style, x, y, style.label_area())
+}
+
+/// [`framed_chart`] with `y_label_area` device pixels left of the plot for the y ticks
+/// and the y axis's title (wide ticks such as `1e-3` need more than the standard).
+///
+/// The right margin leaves room for half of a tick label centred on the plot's right
+/// end (a 4-digit `2000`): the browser draws text at the nominal size, wider than the
+/// SVG export's.
+///
+/// # Errors
+/// When the backend fails to draw.
+pub fn framed_chart_with_labels<'a, DB: DrawingBackend>(
+    area: &'a DrawingArea<DB, plotters::coord::Shift>,
+    caption: &str,
+    style: &Style,
+    x: std::ops::Range<f64>,
+    y: std::ops::Range<f64>,
+    y_label_area: u32,
+) -> Result<NumericChart<'a, DB>, DrawingAreaErrorKind<DB::ErrorType>> {
     let title_height = title(area, caption, style)?;
     ChartBuilder::on(area)
         .margin(style.margin())
         .margin_top(style.margin() + title_height)
+        .margin_right(style.px(RIGHT_MARGIN))
         .x_label_area_size(style.px(30.0))
-        .y_label_area_size(style.label_area())
+        .y_label_area_size(y_label_area)
         .build_cartesian_2d(x, y)
 }
+
+/// Right margin of a framed chart, CSS pixels: half of `2000` at 11 px and a little.
+const RIGHT_MARGIN: f64 = 18.0;
 
 /// An SVG document of `width` × `height` pixels on a white ground, drawn by `draw`,
 /// its text measured natively in [`font::FONT`].

@@ -177,12 +177,15 @@ impl Figure for Dpo {
                 .map(|p| log(p.1))
                 .chain([log(output.kl)]),
         );
-        let mut chart = plot::framed_chart(
+        // Ticks such as `1e-3` are wider than the standard label area allows beside the
+        // axis title.
+        let mut chart = plot::framed_chart_with_labels(
             &panels[1],
             "KL(fit ‖ π*) as pairs accumulate (log-log)",
             style,
             0.9..4.4,
             KL_FLOOR.log10()..high.max(-1.0) + 0.3,
+            style.px(54.0),
         )?;
         // Ticks at whole powers of ten only, written out (10, 100) or as 1e-3.
         let power = |v: &f64| {

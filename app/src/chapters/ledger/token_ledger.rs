@@ -264,12 +264,17 @@ impl Figure for TokenLedger {
             }
         }
         if cell_w >= style.px(22.0) as i32 {
+            // At most four characters, fewer (ending in `…`) where they are wider than
+            // the cell; hovering a cell names the whole token.
+            let font = style.text_centered(9.0, INK);
+            let room = u32::try_from(cell_w - style.offset(4.0)).unwrap_or(1);
             for &(x, y, token) in &visible {
-                let label: String = token.piece.chars().take(4).collect();
+                let piece: String = token.piece.chars().take(4).collect();
+                let label = plot::fit_plain(&area, &piece, &font, room)?;
                 area.draw(&Text::new(
                     label,
                     (x + cell_w / 2, y + cell_h / 2),
-                    style.text_centered(9.0, INK),
+                    font.clone(),
                 ))?;
             }
         }
