@@ -88,7 +88,7 @@ pub fn simulate_dynamic_sampling(
     max_groups: u64,
     stream: &mut RandomStream,
 ) -> DynamicSamplingRun {
-    let p_f32 = p as f32;
+    let below = SuccessThreshold::new(p);
     let mut run = DynamicSamplingRun {
         groups_drawn: 0,
         mixed_found: 0,
@@ -103,8 +103,19 @@ pub fn simulate_dynamic_sampling(
             break;
         }
         let mut successes = 0u64;
-        for _ in 0..group_size {
-            successes += u64::from(stream.bernoulli_f32(p_f32));
+        if group_size.is_multiple_of(4) {
+            // Groups of whole blocks stay on block boundaries: a block per four draws.
+            for _ in 0..group_size / 4 {
+                successes += stream
+                    .next_block()
+                    .iter()
+                    .map(|&word| u64::from(below.success(word)))
+                    .sum::<u64>();
+            }
+        } else {
+            for _ in 0..group_size {
+                successes += u64::from(below.success(stream.next_u32()));
+            }
         }
         run.groups_drawn += 1;
         if successes != 0 && successes != group_size {
@@ -112,6 +123,25 @@ pub fn simulate_dynamic_sampling(
         }
     }
     run
+}
+
+/// A Bernoulli(`p`) draw on a random word as an integer comparison: the stream's
+/// `bernoulli` is true when `(word >> 8) · 2⁻²⁴ < p` in `f32`; both sides scaled by
+/// `2²⁴` are exact, so that is `(word >> 8) < ceil(p_f32 · 2²⁴)`, the same decision
+/// without converting the word to a float.
+#[derive(Debug, Clone, Copy)]
+struct SuccessThreshold(u32);
+
+impl SuccessThreshold {
+    fn new(p: f64) -> Self {
+        let scaled = (f64::from(p as f32) * 16_777_216.0).ceil();
+        Self(scaled.clamp(0.0, 16_777_216.0) as u32)
+    }
+
+    #[inline]
+    fn success(self, word: u32) -> bool {
+        (word >> 8) < self.0
+    }
 }
 
 /// `replicates` runs; replicate `r` draws from `RandomStream::new(seed, r)`.
@@ -210,6 +240,58 @@ mod tests {
             (variance / theory_var - 1.0).abs() < 0.06,
             "{variance} vs {theory_var}"
         );
+    }
+
+    #[test]
+    fn the_integer_threshold_decides_as_the_streams_bernoulli_draw() {
+        let step = f64::from(crate::rng::UNIFORM_STEP);
+        let mut ps = vec![0.0, 1.0, step, 2.0 * step, 1.0 - step, 0.5, 0.01, 0.999];
+        ps.extend((1..200).map(|i| f64::from(i) / 199.0 - 1e-9));
+        ps.extend((0..50).map(|i| 0.3 + f64::from(i) * step * 0.5));
+        for p in ps {
+            let threshold = SuccessThreshold::new(p);
+            // Words at and around the decision boundary, and a stream's worth.
+            let edge = (f64::from(p as f32) / step) as u32;
+            let mut words: Vec<u32> = [edge.saturating_sub(1), edge, edge + 1]
+                .iter()
+                .flat_map(|&x| [x << 8, (x << 8) | 0xff])
+                .collect();
+            let mut stream = RandomStream::new(3, 1);
+            words.extend((0..2_000).map(|_| stream.next_u32()));
+            for word in words {
+                let by_float = crate::rng::uniform_from_word(word) < p as f32;
+                assert_eq!(threshold.success(word), by_float, "p {p}, word {word:#x}");
+            }
+        }
+    }
+
+    #[test]
+    fn runs_match_a_plain_draw_by_draw_simulation() {
+        fn plain(p: f64, g: u64, b: u64, cap: u64, stream: &mut RandomStream) -> (u64, u64) {
+            let (mut drawn, mut mixed) = (0, 0);
+            while mixed < b && drawn < cap {
+                let successes: u64 = (0..g).map(|_| u64::from(stream.bernoulli(p))).sum();
+                drawn += 1;
+                if successes != 0 && successes != g {
+                    mixed += 1;
+                }
+            }
+            (drawn, mixed)
+        }
+        for (p, g) in [
+            (0.01, 4),
+            (0.3, 3),
+            (0.5, 8),
+            (0.07, 5),
+            (0.9, 16),
+            (0.2, 1),
+        ] {
+            for r in 0..5 {
+                let run = simulate_dynamic_sampling(p, g, 6, 5_000, &mut RandomStream::new(9, r));
+                let expected = plain(p, g, 6, 5_000, &mut RandomStream::new(9, r));
+                assert_eq!((run.groups_drawn, run.mixed_found), expected, "p {p} G {g}");
+            }
+        }
     }
 
     #[test]
