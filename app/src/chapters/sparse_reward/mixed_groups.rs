@@ -77,11 +77,9 @@ impl Figure for MixedGroups {
         let p = state.number("p")?;
         let group_size = state.count("g")? as u64;
         let mixed_groups = state.count("b")?;
-        let p_grid: Vec<f64> = (0..P_CELLS)
-            .map(|i| (i as f64 + 0.5) / P_CELLS as f64)
-            .collect();
+        let p_grid = heat_p_grid();
         let sizes: Vec<u64> = (1..=G_MAX).collect();
-        let table = heat_table(&p_grid, &sizes)?;
+        let table = heat_table()?;
         let scalar_request = Request {
             p: OneOrMany::One(p),
             group_size: OneOrMany::One(group_size),
@@ -237,16 +235,24 @@ impl Figure for MixedGroups {
     }
 }
 
-/// `P(mixed)` at `p_grid[i]` and `sizes[j]`: the heatmap's grid is the same for every
-/// control setting, so the entry computes it on the first draw and the table is kept.
-fn heat_table(p_grid: &[f64], sizes: &[u64]) -> Result<Vec<Vec<f64>>, FieldError> {
+/// The `p` of each heatmap column: the middles of [`P_CELLS`] equal cells of `[0, 1]`.
+fn heat_p_grid() -> Vec<f64> {
+    (0..P_CELLS)
+        .map(|i| (i as f64 + 0.5) / P_CELLS as f64)
+        .collect()
+}
+
+/// `P(mixed)` at `heat_p_grid()[i]` and `G = j + 1`: the heatmap's grid is the same for
+/// every control setting, so the entry computes it on the first draw and the table is
+/// kept.
+fn heat_table() -> Result<Vec<Vec<f64>>, FieldError> {
     static TABLE: OnceLock<Vec<Vec<f64>>> = OnceLock::new();
     if let Some(table) = TABLE.get() {
         return Ok(table.clone());
     }
     let grid = compute::<MixedGroup>(&Request {
-        p: OneOrMany::Many(p_grid.to_vec()),
-        group_size: OneOrMany::Many(sizes.to_vec()),
+        p: OneOrMany::Many(heat_p_grid()),
+        group_size: OneOrMany::Many((1..=G_MAX).collect()),
         ..Request::default()
     })?;
     let table = table_of(grid.probability, "probability")?;
