@@ -149,18 +149,25 @@ impl Meta {
     }
 
     /// Height divided by width at a CSS width of `css_width` pixels: the wide layout,
-    /// or panels stacked (each 0.62 of the width tall) below [`NARROW_WIDTH`].
+    /// or below [`NARROW_WIDTH`] panels stacked, each [`NARROW_PANEL_ASPECT`] of the
+    /// width tall (a single panel at least that tall, so a phone-width chart keeps room
+    /// for its plot under a title broken in two).
     pub fn aspect_at(&self, css_width: f64) -> f64 {
-        if is_narrow(css_width) && self.panels > 1 {
-            0.62 * self.panels as f64
-        } else {
+        if !is_narrow(css_width) {
             self.aspect
+        } else if self.panels > 1 {
+            NARROW_PANEL_ASPECT * self.panels as f64
+        } else {
+            self.aspect.max(NARROW_PANEL_ASPECT)
         }
     }
 }
 
 /// Below this CSS width, multi-panel figures stack their panels.
 pub const NARROW_WIDTH: f64 = 560.0;
+
+/// Height divided by width of one panel in the narrow (stacked) layout.
+pub const NARROW_PANEL_ASPECT: f64 = 0.62;
 
 /// Whether a figure `css_width` pixels wide uses the stacked layout.
 pub fn is_narrow(css_width: f64) -> bool {
@@ -540,13 +547,20 @@ impl<F: Figure> Evaluated for Evaluation<F> {
         scale: f64,
         narrow: bool,
     ) -> Result<(), String> {
-        let backend = crate::web::canvas::Canvas2d::new(canvas)
+        use crate::web::canvas;
+        let backend = canvas::Canvas2d::new(canvas.clone())
             .ok_or_else(|| "the canvas has no 2D context".to_owned())?;
         let root = backend.into_drawing_area();
         root.fill(&WHITE).map_err(|e| e.to_string())?;
         let style = Style::new(scale).stacked(narrow);
+        canvas::take_labels();
         F::draw(&self.output, &root, &style).map_err(|e| e.to_string())?;
-        root.present().map_err(|e| e.to_string())
+        root.present().map_err(|e| e.to_string())?;
+        // The labels' ink boxes, for the browser tests' overlap check.
+        let labels = serde_json::to_string(&canvas::take_labels()).map_err(|e| e.to_string())?;
+        canvas
+            .set_attribute("data-labels", &labels)
+            .map_err(|e| format!("{e:?}"))
     }
 }
 

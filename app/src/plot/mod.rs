@@ -154,10 +154,16 @@ pub fn framed_chart_with_labels<'a, DB: DrawingBackend>(
         .margin(style.margin())
         .margin_top(style.margin() + title_height)
         .margin_right(style.px(RIGHT_MARGIN))
-        .x_label_area_size(style.px(30.0))
+        .x_label_area_size(style.px(X_LABEL_AREA))
         .y_label_area_size(y_label_area)
         .build_cartesian_2d(x, y)
 }
+
+/// Height of the band under a chart's x axis, CSS pixels: the tick labels and below
+/// them the axis title, each 11 px text. The browser draws that text about 13 px tall
+/// (15 px with a subscript) below a 5 px gap, 1.24 times the SVG export's size, so the
+/// band is sized for the browser.
+pub const X_LABEL_AREA: f64 = 36.0;
 
 /// Right margin of a framed chart, CSS pixels: half of `2000` at 11 px and a little.
 const RIGHT_MARGIN: f64 = 18.0;
@@ -339,7 +345,7 @@ pub fn x_title<DB: DrawingBackend>(
     let (x, y) = chart.plotting_area().get_pixel_range();
     let (panel_x, panel_y) = area.get_pixel_range();
     let (_, height) = rich::measure(area, text, style, AXIS_TITLE_SIZE)?;
-    let band = i32::try_from(style.px(30.0)).unwrap_or(i32::MAX);
+    let band = i32::try_from(style.px(X_LABEL_AREA)).unwrap_or(i32::MAX);
     let top = y.end + band - i32::try_from(height).unwrap_or(0) - panel_y.start;
     let center = i32::midpoint(x.start, x.end) - panel_x.start;
     rich::draw(
@@ -354,17 +360,32 @@ pub fn x_title<DB: DrawingBackend>(
     Ok(())
 }
 
+/// Least room per x tick label along the axis, CSS pixels (a label such as `0.25`
+/// at 11 px is about 24 wide).
+pub const X_TICK_SPACING: f64 = 40.0;
+/// Least room per y tick label, CSS pixels (11 px digits are about 8 tall).
+pub const Y_TICK_SPACING: f64 = 18.0;
+
 /// Size of axis titles and tick labels, in CSS pixels.
 pub const AXIS_TITLE_SIZE: f64 = 11.0;
 
 /// The notebook's grid, axes and tick labels for `chart`; the caller adds axis
-/// descriptions or tick counts and draws it.
+/// descriptions or tick counts and draws it. At most one x tick per
+/// [`X_TICK_SPACING`] and one y tick per [`Y_TICK_SPACING`] of the plot (plotters then
+/// picks round values), so a phone-width or short chart does not pile its labels up.
 pub fn mesh<'a, 'b, DB: DrawingBackend>(
     chart: &'b mut NumericChart<'a, DB>,
     style: &Style,
 ) -> MeshStyle<'a, 'b, RangedCoordf64, RangedCoordf64, DB> {
+    let (width, height) = chart.plotting_area().dim_in_pixel();
+    let ticks = |length: u32, spacing: f64| {
+        ((f64::from(length) / style.scale / spacing) as usize).clamp(2, 10)
+    };
+    let (x_ticks, y_ticks) = (ticks(width, X_TICK_SPACING), ticks(height, Y_TICK_SPACING));
     let mut mesh = chart.configure_mesh();
-    mesh.light_line_style(WHITE)
+    mesh.x_labels(x_ticks)
+        .y_labels(y_ticks)
+        .light_line_style(WHITE)
         .bold_line_style(SHADE)
         .axis_style(style.line(MUTED, 1.0))
         .label_style(style.text(11.0))

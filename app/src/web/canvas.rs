@@ -10,6 +10,11 @@
 //! - **Context state is set only when it changes.** Every fill and stroke colour, line
 //!   width, font and text alignment is a string the browser parses; a figure's
 //!   hundreds of cells or ticks mostly repeat the previous one's.
+//!
+//! It also notes where each text's ink lies (the canvas's `actualBoundingBox` metrics,
+//! kept like the sizes), so the page can tell the browser tests which labels it drew
+//! and where ([`take_labels`]): text drawn at the browser's size, which the SVG export
+//! draws smaller, can be checked for overlaps only here.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -47,6 +52,42 @@ thread_local! {
 
 /// Most measurements kept; past it the table starts again (a figure needs far fewer).
 const MAX_MEASURED: usize = 20_000;
+
+/// Where a text's ink lies around its anchor point, device pixels: left of it, right
+/// of it, above and below it (the canvas's `actualBoundingBox*` for the font, alignment
+/// and baseline it was drawn with).
+#[derive(Debug, Clone, Copy)]
+struct Ink {
+    left: f64,
+    right: f64,
+    ascent: f64,
+    descent: f64,
+}
+
+/// A text drawn on the canvas and the box of its ink, device pixels from the canvas's
+/// top-left corner.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Label {
+    /// What it says.
+    pub text: String,
+    /// Its ink's left, top, right and bottom edges.
+    pub ink: [f64; 4],
+}
+
+/// What a text's ink extents depend on: CSS font, alignment, baseline and the text.
+type InkKey = (String, &'static str, &'static str, String);
+
+thread_local! {
+    /// Ink extents measured so far.
+    static INK: RefCell<HashMap<InkKey, Ink>> = RefCell::new(HashMap::new());
+    /// The labels drawn since the last [`take_labels`].
+    static LABELS: RefCell<Vec<Label>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The labels drawn on canvases since the last call, in drawing order.
+pub fn take_labels() -> Vec<Label> {
+    LABELS.with(|labels| std::mem::take(&mut *labels.borrow_mut()))
+}
 
 /// What the context was last set to.
 #[derive(Default)]
@@ -115,6 +156,36 @@ impl Canvas2d {
             self.context.line_to(f64::from(next.0), f64::from(next.1));
         }
         true
+    }
+
+    /// The ink extents of `text` in the context's current `font`, `align` and
+    /// `baseline` (measured once for each).
+    fn ink(
+        &self,
+        font: String,
+        align: &'static str,
+        baseline: &'static str,
+        text: &str,
+    ) -> Result<Ink, DrawingErrorKind<CanvasError>> {
+        let key = (font, align, baseline, text.to_owned());
+        if let Some(ink) = INK.with(|m| m.borrow().get(&key).copied()) {
+            return Ok(ink);
+        }
+        let metrics = self.context.measure_text(text).map_err(failed)?;
+        let ink = Ink {
+            left: metrics.actual_bounding_box_left(),
+            right: metrics.actual_bounding_box_right(),
+            ascent: metrics.actual_bounding_box_ascent(),
+            descent: metrics.actual_bounding_box_descent(),
+        };
+        INK.with(|m| {
+            let mut table = m.borrow_mut();
+            if table.len() >= MAX_MEASURED {
+                table.clear();
+            }
+            table.insert(key, ink);
+        });
+        Ok(ink)
     }
 
     fn font(&mut self, css: &str) {
@@ -357,8 +428,26 @@ impl DrawingBackend for Canvas2d {
             self.state.align = align;
         }
         self.fill_style(color);
-        self.font(&css_font(style));
+        let font = css_font(style);
+        self.font(&font);
         let drawn = self.context.fill_text(text, x, y).map_err(failed);
+        let ink = self.ink(font, align, baseline, text)?;
+        let (left, right, top, bottom) =
+            (x - ink.left, x + ink.right, y - ink.ascent, y + ink.descent);
+        // The box on the canvas: turned with the text about its anchor.
+        let (ox, oy) = (f64::from(pos.0), f64::from(pos.1));
+        let ink = match style.transform() {
+            FontTransform::None => [left, top, right, bottom],
+            FontTransform::Rotate90 => [ox - bottom, oy + left, ox - top, oy + right],
+            FontTransform::Rotate180 => [ox - right, oy - bottom, ox - left, oy - top],
+            FontTransform::Rotate270 => [ox + top, oy - right, ox + bottom, oy - left],
+        };
+        LABELS.with(|labels| {
+            labels.borrow_mut().push(Label {
+                text: text.to_owned(),
+                ink: ink.map(|edge| (edge * 10.0).round() / 10.0),
+            });
+        });
         if turn != 0.0 {
             // `restore` brings back the state saved before the rotation: forget what
             // this backend believes the context holds.

@@ -5,12 +5,17 @@
 //! a time, and the sliders' corners. After each redraw the figure must show no error,
 //! only finite readouts, and a canvas with a drawing on it.
 //!
+//! After each redraw, and on every page at 320 px, the labels a figure drew (the ink
+//! boxes its canvas notes, at the size the browser draws text) must lie inside the
+//! canvas without overlapping one another.
+//!
 //! The layout at the narrowest width the page supports as well: at 320 px no chapter or
 //! embed scrolls sideways, and no two controls of a figure overlap.
 
 use std::time::Duration;
 
 use arlbook_app::chapters::{CHAPTERS, FIGURES};
+use arlbook_app::figure::EMBED_WIDTH;
 use arlbook_app::sweep::settings;
 use arlbook_tests::browser::Gpu;
 use arlbook_tests::webdriver::Browser;
@@ -23,8 +28,40 @@ const FIRST_DRAW: Duration = Duration::from_secs(60);
 /// Most time one setting may take to compute and draw.
 const ONE_SETTING_MS: u64 = 20_000;
 
+/// What is wrong with the labels a canvas drew, from the ink boxes the page notes in
+/// its `data-labels` (device pixels): a label that leaves the canvas, and two labels
+/// whose ink overlaps by more than a pixel and a half each way (the runs of one label,
+/// a subscript and its base, only touch).
+const LABELS: &str = r"
+function labelProblems(canvas, where) {
+  const raw = canvas.dataset.labels;
+  if (!raw) return [where + ': the canvas noted no labels'];
+  const dpr = window.devicePixelRatio || 1;
+  const labels = JSON.parse(raw).filter(l => l.ink[2] - l.ink[0] > 0 && l.ink[3] - l.ink[1] > 0);
+  const problems = [];
+  const slack = dpr;
+  for (const l of labels) {
+    const [x0, y0, x1, y1] = l.ink;
+    if (x0 < -slack || y0 < -slack || x1 > canvas.width + slack || y1 > canvas.height + slack) {
+      problems.push(where + ': label ' + JSON.stringify(l.text) + ' leaves the ' + canvas.width + 'x' + canvas.height + ' canvas: ' + l.ink.join(','));
+    }
+  }
+  const least = 1.5 * dpr;
+  for (let i = 0; i < labels.length; i++) {
+    for (let j = i + 1; j < labels.length; j++) {
+      const a = labels[i].ink, b = labels[j].ink;
+      if (Math.min(a[2], b[2]) - Math.max(a[0], b[0]) > least && Math.min(a[3], b[3]) - Math.max(a[1], b[1]) > least) {
+        problems.push(where + ': labels overlap: ' + JSON.stringify(labels[i].text) + ' at ' + a.join(',') + ' / ' + JSON.stringify(labels[j].text) + ' at ' + b.join(','));
+      }
+    }
+  }
+  return problems;
+}
+";
+
 /// Applies each setting in turn (`[[key, value], …]` per setting) and reports what is
-/// wrong after its redraw: an error shown, a readout that is not finite, an empty canvas.
+/// wrong after its redraw: an error shown, a readout that is not finite, an empty canvas,
+/// labels that overlap or leave the canvas ([`LABELS`]).
 const SWEEP: &str = r"
 const [id, settings, limitMs, done] = arguments;
 const figure = document.getElementById(id);
@@ -68,6 +105,7 @@ function check(label) {
     if (!Number.isFinite(value)) failures.push(label + ': readout ' + dd.id + ' = ' + dd.dataset.value);
   }
   if (inked() < 200) failures.push(label + ': the canvas is nearly blank');
+  failures.push(...labelProblems(canvas, label));
 }
 function next(i) {
   if (i === settings.length) { done(failures); return; }
@@ -122,7 +160,7 @@ pub fn every_control_setting_gives_a_figure(checks: &mut Checks) {
         }
         let count = u32::try_from(sweep.len()).unwrap_or(u32::MAX);
         let answer = browser.execute_async(
-            SWEEP,
+            &format!("{LABELS}{SWEEP}"),
             &[json!(id), Value::Array(sweep), json!(ONE_SETTING_MS)],
             Duration::from_millis(ONE_SETTING_MS) * count.max(1),
         );
@@ -176,24 +214,35 @@ for (const box of document.querySelectorAll('.display-math')) {
   if (left < rb.left - 1) problems.push('formula ' + text + ' starts ' + Math.round(rb.left - left) + ' px left of its box');
   if (right - left > rb.width + 1 && box.scrollWidth <= box.clientWidth) problems.push('formula ' + text + ' is cut without scrolling');
 }
+for (const canvas of document.querySelectorAll('canvas[data-labels]')) {
+  problems.push(...labelProblems(canvas, canvas.id));
+}
 return problems;
 ";
 
 /// The narrowest width the page supports, in CSS pixels.
 const NARROWEST: u32 = 320;
 
-/// Every chapter and every embed at 320 px: nothing wider than the window, no two
-/// controls on top of each other, no display formula cut at its left edge or without a
-/// scroll.
+/// Every chapter and every embed at 320 px, and at the embed code's width: nothing
+/// wider than the window, no two controls on top of each other, no display formula cut
+/// at its left edge or without a scroll, no figure's labels overlapping or leaving its
+/// canvas.
 pub fn the_narrowest_layout_holds(checks: &mut Checks) {
-    let browser = Browser::start(Gpu::Disabled, NARROWEST, 900);
-    browser.emulate_viewport(NARROWEST, 900);
+    for width in [NARROWEST, EMBED_WIDTH] {
+        layout_holds_at(checks, width);
+    }
+}
+
+/// The checks of [`the_narrowest_layout_holds`] in a window `width` CSS pixels wide.
+fn layout_holds_at(checks: &mut Checks, width: u32) {
+    let browser = Browser::start(Gpu::Disabled, width, 900);
+    browser.emulate_viewport(width, 900);
     let inner = browser
         .execute("return window.innerWidth;", &[])
         .as_u64()
         .unwrap_or(0);
-    if inner != u64::from(NARROWEST) {
-        eprintln!("e2e: the window's inner width is {inner} px (asked for {NARROWEST})");
+    if inner != u64::from(width) {
+        eprintln!("e2e: the window's inner width is {inner} px (asked for {width})");
     }
     let mut pages: Vec<(String, Option<&str>)> = CHAPTERS
         .iter()
@@ -222,16 +271,15 @@ pub fn the_narrowest_layout_holds(checks: &mut Checks) {
         if !ready {
             checks
                 .failures
-                .push(format!("{path} at {NARROWEST} px: never rendered"));
+                .push(format!("{path} at {width} px: never rendered"));
             continue;
         }
-        if let Value::Array(problems) = browser.execute(LAYOUT, &[]) {
-            checks.failures.extend(problems.iter().map(|p| {
-                format!(
-                    "{path} at {NARROWEST} px: {}",
-                    p.as_str().unwrap_or_default()
-                )
-            }));
+        if let Value::Array(problems) = browser.execute(&format!("{LABELS}{LAYOUT}"), &[]) {
+            checks.failures.extend(
+                problems
+                    .iter()
+                    .map(|p| format!("{path} at {width} px: {}", p.as_str().unwrap_or_default())),
+            );
         }
     }
 }

@@ -201,21 +201,29 @@ impl Figure for Episode {
         let room = width.saturating_sub(style.px(34.0 + 6.0));
         let (bar_left, bar_right) = (px(14.0), px(22.0));
         let mut y = px(8.0);
+        let task_font = style.text_colored(13.0, INK);
         area.draw_text(
-            &format!("task {}", output.task),
-            &style.text_colored(13.0, INK),
+            &plot::fit_plain(
+                area,
+                &format!("task {}", output.task),
+                &task_font,
+                width.saturating_sub(style.px(6.0 + 6.0)),
+            )?,
+            &task_font,
             (px(6.0), y),
         )?;
         y += line * 3 / 2;
         for (t, turn) in output.turns.iter().take(output.shown).enumerate() {
             let observation_lines = OBSERVATION_LINES.min(turn.observation.lines().count().max(1));
             let needed = line * (2 + i32::try_from(observation_lines).unwrap_or(1));
-            if y + needed > bottom_limit - line {
+            // Room is kept below the turn for the note and the ending line under it.
+            if y + needed > bottom_limit - 2 * line {
                 area.draw_text(
                     &format!("… turns {}–{} do not fit here", t + 1, output.shown),
                     &style.text_colored(11.0, MUTED),
                     (left, y),
                 )?;
+                y += line;
                 break;
             }
             // The visible-test bar: its filled height is the pass fraction before the turn.

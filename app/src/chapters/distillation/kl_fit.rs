@@ -139,7 +139,7 @@ impl Figure for KlFit {
         let mut chart = ChartBuilder::on(area)
             .margin(style.margin())
             .margin_top(style.margin() + title_height)
-            .x_label_area_size(style.px(30.0))
+            .x_label_area_size(style.px(plot::X_LABEL_AREA))
             .y_label_area_size(style.label_area())
             .build_cartesian_2d(-0.5..OUTCOMES as f64 - 0.5, 0.0..top.max(0.01) * 1.1)?;
         plot::mesh(&mut chart, style).x_desc("outcome").draw()?;

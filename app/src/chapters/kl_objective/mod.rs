@@ -35,12 +35,15 @@ pub fn response_bars<DB: DrawingBackend>(
         .iter()
         .flat_map(|(values, _)| values.iter())
         .fold(0.0_f64, |m, p| m.max(*p));
-    let mut chart = plot::framed_chart(
+    // Ticks such as `0.15` and the rotated title beside them need more than the
+    // standard label area.
+    let mut chart = plot::framed_chart_with_labels(
         area,
         caption,
         style,
         -0.5..LABELS.len() as f64 - 0.5,
         0.0..(top * 1.1).max(0.05),
+        style.px(50.0),
     )?;
     plot::mesh(&mut chart, style)
         .x_labels(LABELS.len())

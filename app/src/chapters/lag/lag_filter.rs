@@ -142,7 +142,7 @@ impl Figure for LagFilter {
         let mut left = ChartBuilder::on(&panels[0])
             .margin(style.margin())
             .margin_top(style.margin() + title_height)
-            .x_label_area_size(style.px(30.0))
+            .x_label_area_size(style.px(plot::X_LABEL_AREA))
             .y_label_area_size(style.label_area())
             .build_cartesian_2d(-0.5..lags - 0.5, 0.0..top.max(0.01) * 1.1)?;
         plot::mesh(&mut left, style)

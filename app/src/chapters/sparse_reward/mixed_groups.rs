@@ -181,13 +181,18 @@ impl Figure for MixedGroups {
         let mut heat = ChartBuilder::on(&left)
             .margin(style.margin())
             .margin_top(style.margin() + title_height)
-            .x_label_area_size(style.px(30.0))
+            .x_label_area_size(style.px(plot::X_LABEL_AREA))
             .y_label_area_size(style.px(34.0))
             .build_cartesian_2d(0.0..1.0, 0.5..(G_MAX as f64 + 0.5))?;
+        // One x tick per 40 CSS pixels of plot at most: `0.1` to `0.9` side by side run
+        // together on a phone-width heatmap.
+        let plot_width_css = f64::from(heat.plotting_area().dim_in_pixel().0) / style.scale;
+        let x_ticks = ((plot_width_css / 40.0) as usize).clamp(3, 10);
         heat.configure_mesh()
             .disable_mesh()
             .axis_style(style.line(MUTED, 1.0))
             .label_style(style.text(11.0))
+            .x_labels(x_ticks)
             .x_label_formatter(&plot::axis_label)
             .y_label_formatter(&plot::axis_label)
             .x_desc("success rate p")
@@ -217,7 +222,7 @@ impl Figure for MixedGroups {
         let mut cost = ChartBuilder::on(&right)
             .margin(style.margin())
             .margin_top(style.margin() + title_height)
-            .x_label_area_size(style.px(30.0))
+            .x_label_area_size(style.px(plot::X_LABEL_AREA))
             .y_label_area_size(style.px(48.0))
             .build_cartesian_2d(1.0..G_MAX as f64, 0.0..hi.max(1.0) * 1.1)?;
         plot::mesh(&mut cost, style)
@@ -320,7 +325,7 @@ fn colour_scale<DB: DrawingBackend>(
     let mut scale = ChartBuilder::on(area)
         // Level with the heatmap's plot: below its caption, above its axis labels.
         .margin_top(style.margin() + style.px(20.0))
-        .margin_bottom(style.margin() + style.px(30.0))
+        .margin_bottom(style.margin() + style.px(plot::X_LABEL_AREA))
         .margin_right(style.px(4.0))
         .set_label_area_size(LabelAreaPosition::Right, style.px(30.0))
         .build_cartesian_2d(0.0..1.0, 0.0..1.0)?;

@@ -139,7 +139,7 @@ impl Figure for Shaping {
         let mut chart = ChartBuilder::on(area)
             .margin(style.margin())
             .margin_top(style.margin() + title_height)
-            .x_label_area_size(style.px(30.0))
+            .x_label_area_size(style.px(plot::X_LABEL_AREA))
             .y_label_area_size(style.label_area())
             .build_cartesian_2d(-0.5..groups - 0.5, plot::padded(lo, hi))?;
         chart
