@@ -264,13 +264,14 @@ impl Figure for TokenLedger {
             }
         }
         if cell_w >= style.px(22.0) as i32 {
-            // At most four characters, fewer (ending in `…`) where they are wider than
-            // the cell; hovering a cell names the whole token.
+            // What fits of each token (see `cell_label`); hovering a cell names the
+            // whole token.
             let font = style.text_centered(9.0, INK);
             let room = u32::try_from(cell_w - style.offset(4.0)).unwrap_or(1);
             for &(x, y, token) in &visible {
-                let piece: String = token.piece.chars().take(4).collect();
-                let label = plot::fit_plain(&area, &piece, &font, room)?;
+                let label = cell_label(&token.piece, |text| {
+                    plot::fit_plain(&area, text, &font, room)
+                })?;
                 area.draw(&Text::new(
                     label,
                     (x + cell_w / 2, y + cell_h / 2),
@@ -341,9 +342,74 @@ impl Grid {
     }
 }
 
+/// What a ledger cell shows of the token `piece`, given `fit` (the text as it fits the
+/// cell: whole, or its beginning and `…`): the piece without its edge spaces (`↵` for
+/// a line break, `␣` for spaces alone); a special token such as `<call>` as `‹call›`, or
+/// `call` where the marks do not fit; otherwise what fits, ending in `…`.
+fn cell_label<E>(piece: &str, fit: impl Fn(&str) -> Result<String, E>) -> Result<String, E> {
+    let trimmed = piece.trim();
+    let whole = if !trimmed.is_empty() {
+        trimmed.to_owned()
+    } else if piece.contains('\n') {
+        "↵".to_owned()
+    } else if piece.is_empty() {
+        String::new()
+    } else {
+        "␣".to_owned()
+    };
+    let special = whole
+        .strip_prefix('<')
+        .and_then(|rest| rest.strip_suffix('>'))
+        .filter(|name| !name.is_empty());
+    let mut candidates = vec![whole.clone()];
+    if let Some(name) = special {
+        candidates.push(format!("‹{name}›"));
+        candidates.push(name.to_owned());
+    }
+    for candidate in &candidates {
+        if fit(candidate)? == *candidate {
+            return Ok(candidate.clone());
+        }
+    }
+    fit(candidates.last().map_or(&whole, |last| last))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `fit` for a cell `room` characters wide.
+    fn chars(room: usize) -> impl Fn(&str) -> Result<String, ()> {
+        move |text: &str| {
+            Ok(if text.chars().count() <= room {
+                text.to_owned()
+            } else {
+                text.chars().take(room - 1).collect::<String>() + "…"
+            })
+        }
+    }
+
+    #[test]
+    fn a_cell_shows_the_token_without_its_spaces_and_names_special_ones() {
+        assert_eq!(cell_label(" that", chars(4)), Ok("that".to_owned()));
+        assert_eq!(cell_label(" tests", chars(4)), Ok("tes…".to_owned()));
+        assert_eq!(cell_label("\n    ", chars(4)), Ok("↵".to_owned()));
+        assert_eq!(cell_label("  ", chars(4)), Ok("␣".to_owned()));
+        assert_eq!(cell_label("<call>", chars(6)), Ok("<call>".to_owned()));
+        assert_eq!(cell_label("<end>", chars(4)), Ok("end".to_owned()));
+        // Marks narrower than `<` and `>`, when only they fit.
+        let marks_fit = |text: &str| -> Result<String, ()> {
+            Ok(if text.starts_with('<') {
+                "<…".to_owned()
+            } else {
+                text.to_owned()
+            })
+        };
+        assert_eq!(cell_label("<end>", marks_fit), Ok("‹end›".to_owned()));
+        assert_eq!(cell_label("<call>", chars(4)), Ok("call".to_owned()));
+        assert_eq!(cell_label("<call>", chars(3)), Ok("ca…".to_owned()));
+        assert_eq!(cell_label("<", chars(4)), Ok("<".to_owned()));
+    }
     use crate::figure::compute_at_query;
 
     fn compute_at(query_text: &str) -> Output {
