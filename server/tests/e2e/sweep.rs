@@ -284,7 +284,7 @@ fn layout_holds_at(checks: &mut Checks, width: u32) {
     }
 }
 
-/// The ledger's cells show four characters of a token; the pointer over a cell shows
+/// The ledger's cells show what fits of a token; the pointer over a cell shows
 /// the whole of it as the canvas's tooltip.
 pub fn a_hovered_token_is_shown_whole(checks: &mut Checks) {
     let browser = Browser::start(Gpu::Disabled, 1100, 1400);

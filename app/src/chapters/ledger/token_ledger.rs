@@ -282,7 +282,7 @@ impl Figure for TokenLedger {
         Ok(())
     }
 
-    /// The whole token under the pointer (the cells show at most four characters).
+    /// The whole token under the pointer (the cells show what fits of it).
     fn hover(
         output: &Output,
         (x, y): (f64, f64),
