@@ -223,12 +223,17 @@ return problems;
 /// The narrowest width the page supports, in CSS pixels.
 const NARROWEST: u32 = 320;
 
-/// Every chapter and every embed at 320 px, and at the embed code's width: nothing
-/// wider than the window, no two controls on top of each other, no display formula cut
+/// Window widths the layout is checked at, CSS pixels: the narrowest, a large phone, a
+/// small tablet (figures a little over the 560 px that puts their panels side by side),
+/// the embed code's, a laptop's.
+const LAYOUT_WIDTHS: [u32; 5] = [NARROWEST, 414, 640, EMBED_WIDTH, 1280];
+
+/// Every chapter and every embed at each of [`LAYOUT_WIDTHS`]: nothing wider than the
+/// window, no two controls on top of each other, no display formula cut
 /// at its left edge or without a scroll, no figure's labels overlapping or leaving its
 /// canvas.
 pub fn the_narrowest_layout_holds(checks: &mut Checks) {
-    for width in [NARROWEST, EMBED_WIDTH] {
+    for width in LAYOUT_WIDTHS {
         layout_holds_at(checks, width);
     }
 }
