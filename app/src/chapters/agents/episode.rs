@@ -189,7 +189,11 @@ impl Figure for Episode {
         let (_, height) = area.dim_in_pixel();
         let px = |css: f64| i32::try_from(style.px(css)).unwrap_or(i32::MAX);
         let bottom_limit = i32::try_from(height).unwrap_or(i32::MAX);
+        // A line of the action (14 px text), of an observation (13 px) and the gap
+        // between two turns.
         let line = px(18.0);
+        let observation_line = px(16.0);
+        let turn_gap = px(8.0);
         let chars = if style.narrow {
             LINE_CHARS / 2
         } else {
@@ -215,19 +219,25 @@ impl Figure for Episode {
         y += line * 3 / 2;
         for (t, turn) in output.turns.iter().take(output.shown).enumerate() {
             let observation_lines = OBSERVATION_LINES.min(turn.observation.lines().count().max(1));
-            let needed = line * (2 + i32::try_from(observation_lines).unwrap_or(1));
-            // Room is kept below the turn for the note and the ending line under it.
-            if y + needed > bottom_limit - 2 * line {
-                area.draw_text(
-                    &format!("… turns {}–{} do not fit here", t + 1, output.shown),
-                    &style.text_colored(11.0, MUTED),
-                    (left, y),
-                )?;
+            let needed =
+                line + observation_line * i32::try_from(observation_lines).unwrap_or(1) + turn_gap;
+            // Room is kept below a turn for what may follow it: below the last one the
+            // ending line; below another the note that the next does not fit, and the
+            // ending line under that note.
+            let last = t + 1 == output.shown;
+            let reserve = if last { line } else { 2 * line };
+            if y + needed > bottom_limit - reserve {
+                let note = if last {
+                    format!("… turn {} does not fit here", t + 1)
+                } else {
+                    format!("… turns {}–{} do not fit here", t + 1, output.shown)
+                };
+                area.draw_text(&note, &style.text_colored(11.0, MUTED), (left, y))?;
                 y += line;
                 break;
             }
             // The visible-test bar: its filled height is the pass fraction before the turn.
-            let (top, bottom) = (y, y + needed - line / 3);
+            let (top, bottom) = (y, y + needed - turn_gap * 3 / 4);
             let filled = bottom - (f64::from(bottom - top) * turn.visible_before).round() as i32;
             area.draw(&Rectangle::new(
                 [(bar_left, top), (bar_right, bottom)],
@@ -254,9 +264,11 @@ impl Figure for Episode {
                     &font,
                     (left, y),
                 )?;
-                y += line;
+                y += observation_line;
             }
-            y += line;
+            // The next turn starts below this one's room (an empty observation keeps a
+            // line, as its bar does).
+            y = top + needed;
         }
         if output.shown >= output.turns.len() {
             area.draw_text(
