@@ -394,6 +394,27 @@ pub fn mesh<'a, 'b, DB: DrawingBackend>(
     mesh
 }
 
+/// `n` in superscript digits (`3` → `³`), for a power in a label: `(1 − c/n)³`.
+pub fn superscript(n: impl std::fmt::Display) -> String {
+    n.to_string()
+        .chars()
+        .map(|c| match c {
+            '0' => '⁰',
+            '1' => '¹',
+            '2' => '²',
+            '3' => '³',
+            '4' => '⁴',
+            '5' => '⁵',
+            '6' => '⁶',
+            '7' => '⁷',
+            '8' => '⁸',
+            '9' => '⁹',
+            '-' => '⁻',
+            other => other,
+        })
+        .collect()
+}
+
 /// Decimals of the numbers the page shows: readouts, slider bounds, axis ticks.
 pub const DECIMALS: usize = 4;
 /// Decimals of the small labels inside a drawing (cell and bar labels).
@@ -616,6 +637,13 @@ mod tests {
     }
 
     use super::*;
+
+    #[test]
+    fn a_power_is_written_in_superscript_digits() {
+        assert_eq!(superscript(3), "³");
+        assert_eq!(superscript(50_u64), "⁵⁰");
+        assert_eq!(superscript(-12), "⁻¹²");
+    }
 
     #[test]
     fn diverging_is_white_at_zero_and_saturates() {

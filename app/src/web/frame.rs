@@ -281,7 +281,7 @@ pub fn FigureFrame(figure: &'static dyn AnyFigure, embed: bool) -> impl IntoView
             <dl class="readouts">{move || readout_items(readouts.get())}</dl>
             <figcaption>
                 <strong>"What to try. "</strong>
-                {meta.caption}
+                <span inner_html=rich::html(meta.caption)></span>
             </figcaption>
             <Actions figure=figure embed=embed state=state canvas_ref=canvas_ref error=error/>
         </figure>

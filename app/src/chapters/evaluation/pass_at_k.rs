@@ -125,7 +125,7 @@ impl Figure for PassAtK {
             Readout::new(
                 id,
                 "plug-in",
-                format!("plug-in 1 − (1 − c/n)^{}", output.k),
+                format!("plug-in 1 − (1 − c/n){}", plot::superscript(output.k)),
                 output.plug_in,
             ),
             Readout::new(

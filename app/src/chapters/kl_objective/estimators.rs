@@ -113,7 +113,7 @@ impl Figure for Estimators {
                   (orange) and k3 (green) are far tighter than k1 (blue), whose estimates \
                   are often negative when N is small. As the policy moves away, k2 drifts \
                   above the true value, and k3, still centred, spreads wider than k1: its \
-                  e^(−x) term is large on tokens the policy now rarely picks. Set N to 1 \
+                  exp(−x) term is large on tokens the policy now rarely picks. Set N to 1 \
                   to see single tokens. (Eight actions: the reference is the softmax of \
                   0, 0.4, −0.3, 0.8, −0.6, 0.2, −1, 0.5; the policy adds shift × \
                   (1.2, −0.8, 0.5, −1, 0.9, −0.4, 1.5, −0.6) to those logits.)",

@@ -138,7 +138,7 @@ impl Figure for MixedGroups {
             Readout::new(
                 id,
                 "probability",
-                "P(mixed) = 1 − p^G − (1 − p)^G",
+                "P(mixed) = 1 − pᴳ − (1 − p)ᴳ",
                 output.probability,
             ),
             Readout::new(
