@@ -553,14 +553,10 @@ impl<F: Figure> Evaluated for Evaluation<F> {
         let root = backend.into_drawing_area();
         root.fill(&WHITE).map_err(|e| e.to_string())?;
         let style = Style::new(scale).stacked(narrow);
-        canvas::take_labels();
         F::draw(&self.output, &root, &style).map_err(|e| e.to_string())?;
         root.present().map_err(|e| e.to_string())?;
         // The labels' ink boxes, for the browser tests' overlap check.
-        let labels = serde_json::to_string(&canvas::take_labels()).map_err(|e| e.to_string())?;
-        canvas
-            .set_attribute("data-labels", &labels)
-            .map_err(|e| format!("{e:?}"))
+        canvas::note_labels(&canvas)
     }
 }
 

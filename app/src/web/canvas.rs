@@ -84,9 +84,23 @@ thread_local! {
     static LABELS: RefCell<Vec<Label>> = const { RefCell::new(Vec::new()) };
 }
 
-/// The labels drawn on canvases since the last call, in drawing order.
+/// The labels drawn on canvases since the last call (or since the last backend was
+/// made), in drawing order.
 pub fn take_labels() -> Vec<Label> {
     LABELS.with(|labels| std::mem::take(&mut *labels.borrow_mut()))
+}
+
+/// Writes the labels drawn since the backend was made to `canvas`'s `data-labels` (a
+/// JSON list of `{text, ink: [left, top, right, bottom]}`, device pixels), which the
+/// browser tests read.
+///
+/// # Errors
+/// When the attribute cannot be set.
+pub fn note_labels(canvas: &HtmlCanvasElement) -> Result<(), String> {
+    let labels = serde_json::to_string(&take_labels()).map_err(|e| e.to_string())?;
+    canvas
+        .set_attribute("data-labels", &labels)
+        .map_err(|e| format!("{e:?}"))
 }
 
 /// What the context was last set to.
@@ -116,6 +130,8 @@ impl Canvas2d {
             .flatten()?
             .dyn_into::<CanvasRenderingContext2d>()
             .ok()?;
+        // A new drawing: labels of an earlier one nobody took are dropped.
+        take_labels();
         Some(Self {
             canvas,
             context,

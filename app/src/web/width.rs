@@ -69,11 +69,14 @@ impl CanvasWidth {
     }
 
     /// The width of `canvas` in CSS pixels: the watched one, or read from the page when
-    /// there is no watch.
+    /// there is no watch or the watch last saw it hidden (0 wide: a canvas just shown is
+    /// drawn at its new width before the observer reports it).
     pub fn of(&self, canvas: &HtmlCanvasElement) -> i32 {
         self.0
             .borrow()
             .as_ref()
-            .map_or_else(|| canvas.client_width(), WidthWatch::width)
+            .map(WidthWatch::width)
+            .filter(|&width| width > 0)
+            .unwrap_or_else(|| canvas.client_width())
     }
 }

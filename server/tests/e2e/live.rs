@@ -228,6 +228,26 @@ pub fn without_a_server_the_recorded_run_is_shown(checks: &mut Checks) {
             "static {PAGE}: live-rows = {got:?}, the recording has {rows}"
         ));
     }
+    // The recorded run's chart: its labels inside the canvas and apart, as a figure's.
+    let labels = browser.wait_for(
+        &format!(
+            "{}\nconst c = document.getElementById('live-canvas'); \
+             return c !== null && c.dataset.labels ? labelProblems(c, 'live-canvas') : null;",
+            super::sweep::LABELS
+        ),
+        &[],
+        SETTLE,
+    );
+    match labels {
+        Some(Value::Array(problems)) => checks.failures.extend(
+            problems
+                .iter()
+                .map(|p| format!("static {PAGE}: {}", p.as_str().unwrap_or_default())),
+        ),
+        other => checks.failures.push(format!(
+            "static {PAGE}: the chart noted no labels ({other:?})"
+        )),
+    }
     let start = browser.execute(
         "return document.getElementById('live-start') !== null;",
         &[],

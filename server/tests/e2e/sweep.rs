@@ -32,7 +32,7 @@ const ONE_SETTING_MS: u64 = 20_000;
 /// its `data-labels` (device pixels): a label that leaves the canvas, and two labels
 /// whose ink overlaps by more than a pixel and a half each way (the runs of one label,
 /// a subscript and its base, only touch).
-const LABELS: &str = r"
+pub const LABELS: &str = r"
 function labelProblems(canvas, where) {
   const raw = canvas.dataset.labels;
   if (!raw) return [where + ': the canvas noted no labels'];

@@ -13,11 +13,13 @@ use crate::chapters::live::metrics::Run;
 use crate::figure::is_narrow;
 use crate::plot::Style;
 use crate::web::frame::{readout_items, size_canvas};
+use crate::web::width::CanvasWidth;
 
-/// Sizes the canvas for its CSS width and the device pixel ratio, and draws `run`.
-fn draw(run: &Run, canvas: &web_sys::HtmlCanvasElement) -> Result<(), String> {
+/// Sizes the canvas for its CSS width (`css_width`) and the device pixel ratio, and
+/// draws `run`.
+fn draw(run: &Run, canvas: &web_sys::HtmlCanvasElement, css_width: i32) -> Result<(), String> {
     let dpr = window().device_pixel_ratio();
-    let css_width = f64::from(canvas.client_width().max(240));
+    let css_width = f64::from(css_width.max(240));
     let narrow = is_narrow(css_width);
     let aspect = chart::aspect(narrow);
     size_canvas(
@@ -31,7 +33,8 @@ fn draw(run: &Run, canvas: &web_sys::HtmlCanvasElement) -> Result<(), String> {
     let root = backend.into_drawing_area();
     root.fill(&WHITE).map_err(|e| e.to_string())?;
     chart::draw(run, &root, &Style::new(dpr).stacked(narrow)).map_err(|e| e.to_string())?;
-    root.present().map_err(|e| e.to_string())
+    root.present().map_err(|e| e.to_string())?;
+    crate::web::canvas::note_labels(canvas)
 }
 
 /// The canvas (`live-canvas`) and the readouts (`live-rows`, `live-step`,
@@ -40,22 +43,27 @@ fn draw(run: &Run, canvas: &web_sys::HtmlCanvasElement) -> Result<(), String> {
 pub fn LiveChart(run: RwSignal<Run>) -> impl IntoView {
     let canvas_ref = NodeRef::<leptos::html::Canvas>::new();
     let error = RwSignal::new(None::<String>);
+    // Redrawn when the canvas's width changes (it is hidden, 0 wide, until rows come).
     let resized = RwSignal::new(0_u32);
-    let _ = window_event_listener(leptos::ev::resize, move |_| {
-        resized.update(|n| *n = n.wrapping_add(1));
-    });
+    let canvas_width = CanvasWidth::default();
     let pending = Rc::new(Cell::new(false));
     Effect::new(move |_| {
         run.track();
         resized.track();
-        if canvas_ref.get().is_none() || pending.replace(true) {
+        let Some(canvas) = canvas_ref.get() else {
+            return;
+        };
+        canvas_width.watch(&canvas, move || resized.update(|n| *n = n.wrapping_add(1)));
+        if pending.replace(true) {
             return;
         }
         let pending = Rc::clone(&pending);
+        let canvas_width = canvas_width.clone();
         request_animation_frame(move || {
             pending.set(false);
             if let Some(canvas) = canvas_ref.get_untracked() {
-                let drawn = run.with_untracked(|r| draw(r, &canvas));
+                let width = canvas_width.of(&canvas);
+                let drawn = run.with_untracked(|r| draw(r, &canvas, width));
                 error.set(drawn.err().map(|e| format!("drawing failed: {e}")));
             }
         });
