@@ -68,6 +68,28 @@ pub struct Response {
     pub kept_fraction_per_replicate: Vec<f64>,
 }
 
+impl Response {
+    /// The kept fraction the filter gives with bound `max_lag` on this same run: the
+    /// timeline does not depend on the bound ([`crate::math::lag`]), so it is the share
+    /// of the completed rollouts at lags `0..=max_lag` (0 when none completed). Equal
+    /// to `kept_fraction` of a request with that `max_lag` (tested).
+    pub fn kept_fraction_within(&self, max_lag: u64) -> f64 {
+        if self.completed == 0 {
+            return 0.0;
+        }
+        let within: u64 = self
+            .lag_histogram
+            .iter()
+            .take(
+                usize::try_from(max_lag)
+                    .unwrap_or(usize::MAX)
+                    .saturating_add(1),
+            )
+            .sum();
+        within as f64 / self.completed as f64
+    }
+}
+
 /// The `lag-filter` entry.
 pub struct LagFilter;
 
@@ -197,6 +219,42 @@ mod tests {
         let fractions: Vec<f64> = (0..6).map(run).collect();
         assert!(fractions.windows(2).all(|w| w[1] >= w[0]), "{fractions:?}");
         assert!(fractions[0] < fractions[5]);
+    }
+
+    #[test]
+    fn the_kept_fraction_at_any_bound_is_read_off_one_run() {
+        use super::{LagFilter, Request};
+        use crate::api::Entry;
+        use crate::math::lag::DurationDistribution;
+        for (workers, batch_size, duration, seed) in [
+            (16, 8, DurationDistribution::Exponential { mean: 1.0 }, 7),
+            (3, 1, DurationDistribution::Fixed { duration: 2.0 }, 0),
+            (
+                40,
+                4,
+                DurationDistribution::Lognormal {
+                    log_mean: 0.0,
+                    log_std: 1.5,
+                },
+                11,
+            ),
+        ] {
+            let request = |max_lag| Request {
+                workers,
+                duration,
+                batch_size,
+                max_lag,
+                updates: 60,
+                replicates: 3,
+                seed,
+            };
+            let one = LagFilter::compute(&request(0)).unwrap();
+            for bound in 0..12 {
+                let direct = LagFilter::compute(&request(bound)).unwrap().kept_fraction;
+                assert_eq!(one.kept_fraction_within(bound), direct, "bound {bound}");
+            }
+            assert_eq!(one.kept_fraction_within(u64::MAX), 1.0);
+        }
     }
 
     #[test]
