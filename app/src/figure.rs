@@ -547,16 +547,10 @@ impl<F: Figure> Evaluated for Evaluation<F> {
         scale: f64,
         narrow: bool,
     ) -> Result<(), String> {
-        use crate::web::canvas;
-        let backend = canvas::Canvas2d::new(canvas.clone())
-            .ok_or_else(|| "the canvas has no 2D context".to_owned())?;
-        let root = backend.into_drawing_area();
-        root.fill(&WHITE).map_err(|e| e.to_string())?;
         let style = Style::new(scale).stacked(narrow);
-        F::draw(&self.output, &root, &style).map_err(|e| e.to_string())?;
-        root.present().map_err(|e| e.to_string())?;
-        // The labels' ink boxes, for the browser tests' overlap check.
-        canvas::note_labels(&canvas)
+        crate::web::canvas::draw_on(&canvas, |root| {
+            F::draw(&self.output, root, &style).map_err(|e| e.to_string())
+        })
     }
 }
 

@@ -369,6 +369,12 @@ pub const Y_TICK_SPACING: f64 = 18.0;
 /// Size of axis titles and tick labels, in CSS pixels.
 pub const AXIS_TITLE_SIZE: f64 = 11.0;
 
+/// Most tick labels along an axis `length` device pixels long with `spacing` CSS pixels
+/// for each (2 to 10, plotters' default): what [`mesh`] asks for.
+pub fn tick_count(length: u32, spacing: f64, style: &Style) -> usize {
+    ((f64::from(length) / style.scale / spacing) as usize).clamp(2, 10)
+}
+
 /// The notebook's grid, axes and tick labels for `chart`; the caller adds axis
 /// descriptions or tick counts and draws it. At most one x tick per
 /// [`X_TICK_SPACING`] and one y tick per [`Y_TICK_SPACING`] of the plot (plotters then
@@ -378,10 +384,10 @@ pub fn mesh<'a, 'b, DB: DrawingBackend>(
     style: &Style,
 ) -> MeshStyle<'a, 'b, RangedCoordf64, RangedCoordf64, DB> {
     let (width, height) = chart.plotting_area().dim_in_pixel();
-    let ticks = |length: u32, spacing: f64| {
-        ((f64::from(length) / style.scale / spacing) as usize).clamp(2, 10)
-    };
-    let (x_ticks, y_ticks) = (ticks(width, X_TICK_SPACING), ticks(height, Y_TICK_SPACING));
+    let (x_ticks, y_ticks) = (
+        tick_count(width, X_TICK_SPACING, style),
+        tick_count(height, Y_TICK_SPACING, style),
+    );
     let mut mesh = chart.configure_mesh();
     mesh.x_labels(x_ticks)
         .y_labels(y_ticks)

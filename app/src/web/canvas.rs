@@ -13,12 +13,14 @@
 //!
 //! It also notes where each text's ink lies (the canvas's `actualBoundingBox` metrics,
 //! kept like the sizes), so the page can tell the browser tests which labels it drew
-//! and where ([`take_labels`]): text drawn at the browser's size, which the SVG export
+//! and where ([`draw_on`]): text drawn at the browser's size, which the SVG export
 //! draws smaller, can be checked for overlaps only here.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
 
+use plotters::coord::Shift;
+use plotters::prelude::{DrawingArea, IntoDrawingArea, WHITE};
 use plotters_backend::text_anchor::{HPos, VPos};
 use plotters_backend::{
     BackendColor, BackendCoord, BackendStyle, BackendTextStyle, DrawingBackend, DrawingErrorKind,
@@ -86,21 +88,51 @@ thread_local! {
 
 /// The labels drawn on canvases since the last call (or since the last backend was
 /// made), in drawing order.
-pub fn take_labels() -> Vec<Label> {
+fn take_labels() -> Vec<Label> {
     LABELS.with(|labels| std::mem::take(&mut *labels.borrow_mut()))
 }
 
-/// Writes the labels drawn since the backend was made to `canvas`'s `data-labels` (a
-/// JSON list of `{text, ink: [left, top, right, bottom]}`, device pixels), which the
-/// browser tests read.
+/// Draws on `canvas` (its pixel size already set) with `draw` on a white ground, then
+/// writes the labels drawn to its `data-labels` (a JSON list of `{text, ink: [left,
+/// top, right, bottom]}`, device pixels), which the browser tests read.
 ///
 /// # Errors
-/// When the attribute cannot be set.
-pub fn note_labels(canvas: &HtmlCanvasElement) -> Result<(), String> {
+/// When the canvas has no 2D context, or `draw` or the backend fails.
+pub fn draw_on(
+    canvas: &HtmlCanvasElement,
+    draw: impl FnOnce(&DrawingArea<Canvas2d, Shift>) -> Result<(), String>,
+) -> Result<(), String> {
+    let backend =
+        Canvas2d::new(canvas.clone()).ok_or_else(|| "the canvas has no 2D context".to_owned())?;
+    let root = backend.into_drawing_area();
+    root.fill(&WHITE).map_err(|e| e.to_string())?;
+    draw(&root)?;
+    root.present().map_err(|e| e.to_string())?;
     let labels = serde_json::to_string(&take_labels()).map_err(|e| e.to_string())?;
     canvas
         .set_attribute("data-labels", &labels)
         .map_err(|e| format!("{e:?}"))
+}
+
+/// Looks `key` up in `table`, or measures it and keeps the result (the table starts
+/// again past [`MAX_MEASURED`] entries).
+fn remembered<K: std::hash::Hash + Eq, V: Copy, E>(
+    table: &'static std::thread::LocalKey<RefCell<HashMap<K, V>>>,
+    key: K,
+    measure: impl FnOnce() -> Result<V, E>,
+) -> Result<V, E> {
+    if let Some(value) = table.with(|t| t.borrow().get(&key).copied()) {
+        return Ok(value);
+    }
+    let value = measure()?;
+    table.with(|t| {
+        let mut t = t.borrow_mut();
+        if t.len() >= MAX_MEASURED {
+            t.clear();
+        }
+        t.insert(key, value);
+    });
+    Ok(value)
 }
 
 /// What the context was last set to.
@@ -183,25 +215,15 @@ impl Canvas2d {
         baseline: &'static str,
         text: &str,
     ) -> Result<Ink, DrawingErrorKind<CanvasError>> {
-        let key = (font, align, baseline, text.to_owned());
-        if let Some(ink) = INK.with(|m| m.borrow().get(&key).copied()) {
-            return Ok(ink);
-        }
-        let metrics = self.context.measure_text(text).map_err(failed)?;
-        let ink = Ink {
-            left: metrics.actual_bounding_box_left(),
-            right: metrics.actual_bounding_box_right(),
-            ascent: metrics.actual_bounding_box_ascent(),
-            descent: metrics.actual_bounding_box_descent(),
-        };
-        INK.with(|m| {
-            let mut table = m.borrow_mut();
-            if table.len() >= MAX_MEASURED {
-                table.clear();
-            }
-            table.insert(key, ink);
-        });
-        Ok(ink)
+        remembered(&INK, (font, align, baseline, text.to_owned()), || {
+            let metrics = self.context.measure_text(text).map_err(failed)?;
+            Ok(Ink {
+                left: metrics.actual_bounding_box_left(),
+                right: metrics.actual_bounding_box_right(),
+                ascent: metrics.actual_bounding_box_ascent(),
+                descent: metrics.actual_bounding_box_descent(),
+            })
+        })
     }
 
     fn font(&mut self, css: &str) {
@@ -478,28 +500,18 @@ impl DrawingBackend for Canvas2d {
         text: &str,
         style: &S,
     ) -> Result<(u32, u32), DrawingErrorKind<CanvasError>> {
-        let font = css_font(style);
-        let key = (font, text.to_owned());
-        if let Some(size) = MEASURED.with(|m| m.borrow().get(&key).copied()) {
-            return Ok(size);
-        }
-        // Measuring needs the font set; put the drawing's font back afterwards.
-        self.context.set_font(&key.0);
-        let metrics = self.context.measure_text(text).map_err(failed)?;
-        if !self.state.font.is_empty() {
-            self.context.set_font(&self.state.font);
-        }
-        let width = metrics.width().round().max(0.0) as u32;
-        let height = (metrics.font_bounding_box_ascent() + metrics.font_bounding_box_descent())
-            .round()
-            .max(0.0) as u32;
-        MEASURED.with(|m| {
-            let mut table = m.borrow_mut();
-            if table.len() >= MAX_MEASURED {
-                table.clear();
+        remembered(&MEASURED, (css_font(style), text.to_owned()), || {
+            // Measuring needs the font set; put the drawing's font back afterwards.
+            self.context.set_font(&css_font(style));
+            let metrics = self.context.measure_text(text).map_err(failed)?;
+            if !self.state.font.is_empty() {
+                self.context.set_font(&self.state.font);
             }
-            table.insert(key, (width, height));
-        });
-        Ok((width, height))
+            let width = metrics.width().round().max(0.0) as u32;
+            let height = (metrics.font_bounding_box_ascent() + metrics.font_bounding_box_descent())
+                .round()
+                .max(0.0) as u32;
+            Ok((width, height))
+        })
     }
 }

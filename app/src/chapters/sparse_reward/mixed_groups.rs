@@ -184,10 +184,13 @@ impl Figure for MixedGroups {
             .x_label_area_size(style.px(plot::X_LABEL_AREA))
             .y_label_area_size(style.px(34.0))
             .build_cartesian_2d(0.0..1.0, 0.5..(G_MAX as f64 + 0.5))?;
-        // One x tick per 40 CSS pixels of plot at most: `0.1` to `0.9` side by side run
+        // x ticks spaced as `plot::mesh` spaces them: `0.1` to `0.9` side by side run
         // together on a phone-width heatmap.
-        let plot_width_css = f64::from(heat.plotting_area().dim_in_pixel().0) / style.scale;
-        let x_ticks = ((plot_width_css / 40.0) as usize).clamp(3, 10);
+        let x_ticks = plot::tick_count(
+            heat.plotting_area().dim_in_pixel().0,
+            plot::X_TICK_SPACING,
+            style,
+        );
         heat.configure_mesh()
             .disable_mesh()
             .axis_style(style.line(MUTED, 1.0))

@@ -6,7 +6,6 @@ use std::cell::Cell;
 use std::rc::Rc;
 
 use leptos::prelude::*;
-use plotters::prelude::*;
 
 use crate::chapters::live::chart;
 use crate::chapters::live::metrics::Run;
@@ -28,13 +27,10 @@ fn draw(run: &Run, canvas: &web_sys::HtmlCanvasElement, css_width: i32) -> Resul
         (css_width * dpr).round() as u32,
         (css_width * aspect * dpr).round() as u32,
     );
-    let backend = crate::web::canvas::Canvas2d::new(canvas.clone())
-        .ok_or_else(|| "the canvas has no 2D context".to_owned())?;
-    let root = backend.into_drawing_area();
-    root.fill(&WHITE).map_err(|e| e.to_string())?;
-    chart::draw(run, &root, &Style::new(dpr).stacked(narrow)).map_err(|e| e.to_string())?;
-    root.present().map_err(|e| e.to_string())?;
-    crate::web::canvas::note_labels(canvas)
+    let style = Style::new(dpr).stacked(narrow);
+    crate::web::canvas::draw_on(canvas, |root| {
+        chart::draw(run, root, &style).map_err(|e| e.to_string())
+    })
 }
 
 /// The canvas (`live-canvas`) and the readouts (`live-rows`, `live-step`,
