@@ -36,6 +36,9 @@ pub enum RowStage {
     Selection,
     /// Validation pass@1 and pass@k before RL.
     Gate,
+    /// During SFT: validation success with failures by cause, and the teacher-forced
+    /// accuracy by action part on held-out teacher episodes.
+    Probe,
     /// A stage this version does not know (a row from a newer trainer).
     #[default]
     #[serde(other)]
@@ -52,6 +55,7 @@ impl RowStage {
             Self::Validation => "validation",
             Self::Selection => "selection",
             Self::Gate => "gate",
+            Self::Probe => "probe",
             Self::Unknown => "unknown",
         }
     }
@@ -241,6 +245,32 @@ pub struct MetricsRow {
     /// Gate: the warning when the gap is below `selection.min_gap`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub warning: Option<String>,
+
+    // --- probe (during SFT) ---
+    /// Probe: failed validation episodes by cause (`no_edit`, `unknown_name`,
+    /// `wrong_line`, `wrong_text`, `turn_budget`, `token_budget`, `malformed_call`,
+    /// `env_fault`); `val_success` is the probe's greedy success.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_causes: Option<BTreeMap<String, usize>>,
+    /// Probe: held-out teacher action tokens the policy predicts (argmax, teacher
+    /// forced), a fraction.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tf_token_accuracy: Option<f64>,
+    /// Probe: teacher calls whose tool name the policy predicts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tf_tool_accuracy: Option<f64>,
+    /// Probe: teacher `write_code` calls whose line number the policy predicts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tf_line_accuracy: Option<f64>,
+    /// Probe: teacher `write_code` calls whose text the policy predicts exactly.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tf_text_exact: Option<f64>,
+    /// Probe: teacher `finish` calls the policy predicts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tf_finish_accuracy: Option<f64>,
+    /// Probe: the teacher's other calls that the policy would start with `finish`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tf_early_finish: Option<f64>,
 }
 
 impl MetricsRow {
@@ -319,6 +349,7 @@ mod tests {
             RowStage::Validation,
             RowStage::Selection,
             RowStage::Gate,
+            RowStage::Probe,
         ] {
             let json = serde_json::to_string(&stage).unwrap();
             assert_eq!(json, format!("\"{}\"", stage.name()));

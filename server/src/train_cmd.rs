@@ -329,6 +329,23 @@ fn paired_text(p: &eval::Paired) -> String {
     )
 }
 
+/// `failed 412 of 600: wrong_text 180, wrong_line 121, ...; 57 finished after failing
+/// tests`, causes with at least one episode, most frequent first.
+fn failures_text(failures: &eval::FailureBreakdown) -> String {
+    let mut causes: Vec<(&String, &usize)> =
+        failures.causes.iter().filter(|(_, n)| **n > 0).collect();
+    causes.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+    let listed: Vec<String> = causes.iter().map(|(c, n)| format!("{c} {n}")).collect();
+    format!(
+        "failed {} of {}{}{}; {} finished after failing tests",
+        failures.failed,
+        failures.episodes,
+        if listed.is_empty() { "" } else { ": " },
+        listed.join(", "),
+        failures.finished_after_failing_tests
+    )
+}
+
 fn print_report(report: &Report) {
     crate::output::outln!(
         "{} split, {} tasks x {} samples, temperature {}; intervals resample problem keys",
@@ -352,6 +369,7 @@ fn print_report(report: &Report) {
                 crate::output::outln!("{:<9}   tier {tier:<2} {}", "", summary_text(summary));
             }
         }
+        crate::output::outln!("{:<9} {}", "", failures_text(&arm.failures));
     }
     for pair in &report.pairs {
         crate::output::outln!("{} - {}", pair.a, pair.b);

@@ -18,6 +18,8 @@
 //! - [`record`], [`batch`], [`reward`], [`stats`]: the token-in / token-out record, the
 //!   padded `[N, S]` arrays with the shifted loss mask, per-turn reward schemes for the
 //!   shaping figure, and summary statistics.
+//! - [`failure`]: why a failed episode failed, one cause each (no edit, an unknown
+//!   name, the wrong line, the wrong text, a budget, malformed calls).
 //! - [`policy`] and [`derive`]: the trait the learned policy implements, a scripted
 //!   teacher whose repair is derived from the specification and the listing, and a
 //!   uniform-random baseline.
@@ -33,6 +35,7 @@ pub mod action;
 pub mod batch;
 pub mod derive;
 pub mod env;
+pub mod failure;
 pub mod grammar;
 pub mod harness;
 pub mod interp;
@@ -48,6 +51,7 @@ pub mod tokenizer;
 
 pub use action::{EditMode, ToolCall, parse_call};
 pub use batch::{PaddedBatch, pad_records};
+pub use failure::{Diagnosis, FailureCause, diagnose};
 pub use harness::{EpisodeIds, EpisodeRun, HarnessConfig, run_episode};
 pub use key::{ProblemKey, Split, Tier, catalogue};
 pub use policy::{Generation, Policy, PolicyInfo, SamplingSettings, Teacher, UniformRandom};

@@ -129,6 +129,13 @@ pub struct SftConfig {
     /// Training tasks the model attempts once (at temperature 1) to collect the
     /// recovery demonstrations from. Default 512.
     pub recovery_tasks: usize,
+    /// Probe the policy every this many SFT steps and at the last (0 = never): a
+    /// `probe` metrics row with greedy validation success, its failures by cause and
+    /// the teacher-forced accuracy by action part (see `train::probe`). Default 0.
+    pub probe_every: usize,
+    /// Validation tasks the probe runs (one greedy episode and one teacher episode
+    /// each, the first ones of the split). Default 64.
+    pub probe_tasks: usize,
 }
 
 impl SftConfig {
@@ -149,6 +156,8 @@ impl Default for SftConfig {
             warmup_steps: 20,
             recovery_steps: 0,
             recovery_tasks: 512,
+            probe_every: 0,
+            probe_tasks: 64,
         }
     }
 }
@@ -615,6 +624,11 @@ impl TrainConfig {
             "sft.recovery_tasks",
             "must be at least 1 when sft.recovery_steps is set",
         )?;
+        require(
+            s.probe_every == 0 || s.probe_tasks >= 1,
+            "sft.probe_tasks",
+            "must be at least 1 when sft.probe_every is set",
+        )?;
         self.validate_rest()?;
         require(
             (64..=4 << 20).contains(&self.memory_budget_mb),
@@ -771,6 +785,8 @@ impl TrainConfig {
             (s.warmup_steps, "sft.warmup_steps", MAX_STEPS),
             (s.recovery_steps, "sft.recovery_steps", MAX_STEPS),
             (s.recovery_tasks, "sft.recovery_tasks", MAX_TASKS),
+            (s.probe_every, "sft.probe_every", MAX_STEPS),
+            (s.probe_tasks, "sft.probe_tasks", MAX_TASKS),
             (g.steps, "grpo.steps", MAX_STEPS),
             (g.tasks_per_batch, "grpo.tasks_per_batch", MAX_BATCH),
             (g.group_size, "grpo.group_size", MAX_BATCH),

@@ -16,7 +16,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Result, bail};
-use arlbook_core::agent::{EpisodeIds, EpisodeRecord, Split, Task, generate_task};
+use arlbook_core::agent::{
+    EpisodeIds, EpisodeRecord, FailureCause, Split, Task, diagnose, generate_task,
+};
 use arlbook_core::math::eval::{
     Z_95, cluster_bootstrap_mean_ci, clustered_mean_se, clusters_of, pass_at_k,
 };
@@ -125,6 +127,48 @@ pub struct CheckpointRun {
     pub recovered: Option<Vec<usize>>,
     /// The first [`EvalPlan::show`] episodes, for display.
     pub shown: Vec<EpisodeRecord>,
+    /// The failed episodes by cause.
+    pub failures: FailureBreakdown,
+}
+
+/// Failed episodes by cause (`arlbook_core::agent::failure`): every cause is listed,
+/// zeros included, so the counts add up to `failed`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct FailureBreakdown {
+    /// Episodes run.
+    pub episodes: usize,
+    /// Episodes that failed.
+    pub failed: usize,
+    /// Failed episodes per cause (`no_edit`, `unknown_name`, `wrong_line`, ...).
+    pub causes: BTreeMap<String, usize>,
+    /// Failed episodes that ran the visible tests after their last edit, saw one
+    /// fail, and called `finish` anyway (any cause).
+    pub finished_after_failing_tests: usize,
+}
+
+impl FailureBreakdown {
+    /// The breakdown of `records`, each on `tasks[record.group_id]`.
+    pub fn of<'a>(tasks: &[Task], records: impl IntoIterator<Item = &'a EpisodeRecord>) -> Self {
+        let mut out = Self {
+            causes: FailureCause::ALL
+                .iter()
+                .map(|cause| (cause.name().to_owned(), 0))
+                .collect(),
+            ..Self::default()
+        };
+        for record in records {
+            out.episodes += 1;
+            if let Some(diagnosis) = diagnose(&tasks[record.group_id as usize], record) {
+                out.failed += 1;
+                *out.causes
+                    .entry(diagnosis.cause.name().to_owned())
+                    .or_default() += 1;
+                out.finished_after_failing_tests +=
+                    usize::from(diagnosis.finished_after_failing_tests);
+            }
+        }
+        out
+    }
 }
 
 /// One arm of a report.
@@ -143,6 +187,8 @@ pub struct ArmResult {
     /// The recovery diagnostic, when asked for: success from the wrong first patch.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub recovery: Option<Recovery>,
+    /// The failed episodes by cause.
+    pub failures: FailureBreakdown,
 }
 
 /// The recovery diagnostic's results of one arm.
@@ -230,8 +276,9 @@ pub fn run_checkpoint(folder: &Path, plan: &EvalPlan, device: &Device) -> Result
     let state = checkpoint::read_state(folder)?;
     let config: TrainConfig = state.config;
     let model = load_model(&config, &folder.join("model.bpk"), device)?;
+    let tasks = plan.task_list();
     let mut specs = Vec::with_capacity(plan.tasks * plan.samples);
-    for (i, task) in plan.task_list().into_iter().enumerate() {
+    for (i, task) in tasks.iter().cloned().enumerate() {
         for j in 0..plan.samples {
             specs.push(EpisodeSpec {
                 task: task.clone(),
@@ -271,6 +318,7 @@ pub fn run_checkpoint(folder: &Path, plan: &EvalPlan, device: &Device) -> Result
     } else {
         None
     };
+    let failures = FailureBreakdown::of(&tasks, rollouts.iter().map(|r| &r.record));
     let shown = rollouts
         .into_iter()
         .take(plan.show)
@@ -281,6 +329,7 @@ pub fn run_checkpoint(folder: &Path, plan: &EvalPlan, device: &Device) -> Result
         successes,
         recovered,
         shown,
+        failures,
     })
 }
 
@@ -440,6 +489,7 @@ pub fn report(plan: &EvalPlan, runs: &[(String, CheckpointRun)]) -> Result<Repor
                 overall,
                 tiers,
                 recovery,
+                failures: run.failures.clone(),
             })
         })
         .collect::<Result<Vec<_>>>()?;
@@ -542,6 +592,7 @@ mod tests {
             successes: s.clone(),
             recovered: None,
             shown: Vec::new(),
+            failures: FailureBreakdown::default(),
         };
         let report = report(
             &plan,

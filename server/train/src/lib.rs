@@ -15,7 +15,9 @@
 //!   position, metrics file): fresh, resumed or initialised from a checkpoint.
 //! - [`sft`], [`grpo`], [`rejection`]: the stages (SFT; GRPO; rejection-sampling SFT)
 //!   on that state; [`pipeline`] runs a `train` invocation's stages in order.
-//! - [`selection`]: checkpoints chosen on validation, and the gate before RL.
+//! - [`selection`]: checkpoints chosen on validation, and the gate before RL;
+//!   [`probe`]: where an SFT policy fails (validation failures by cause, teacher-forced
+//!   accuracy by action part), measured during SFT.
 //! - [`checkpoint`], [`metrics`], [`progress`]: resumable state, the JSON-lines file of
 //!   `core::metrics::MetricsRow`s, the progress line.
 //! - [`eval`]: success, pass@k and paired comparisons of checkpoints, and [`opening`]
@@ -44,6 +46,7 @@ pub mod opening;
 pub mod optimizer;
 pub mod pipeline;
 pub mod plot;
+pub mod probe;
 pub mod progress;
 pub mod recovery;
 pub mod rejection;

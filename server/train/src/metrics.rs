@@ -3,7 +3,7 @@
 //! once.
 //!
 //! Each row is a [`MetricsRow`] (the core's definition, which the notebook's live
-//! chapter reads too) with its `stage` (`sft`, `grpo`, `rs`, `validation`,
+//! chapter reads too) with its `stage` (`sft`, `probe`, `grpo`, `rs`, `validation`,
 //! `selection`, `gate`) and `step`. Rows are
 //! appended and flushed after the step they describe. On resume the file is cut back
 //! to the rows at or before the checkpoint's position (rows written after the
@@ -65,12 +65,13 @@ impl Position {
 
 /// The position a metrics row belongs to: `(stage, step)` where `step` counts from 1
 /// for the row written after that many steps. Validation rows belong to their GRPO
-/// step; the choice of an SFT checkpoint and the gate come before the first RL step
+/// step, probe rows to their SFT step; the choice of an SFT checkpoint and the gate come before the first RL step
 /// (`(1, 0)`), the choice among an RL stage's checkpoints after all of its steps.
 fn row_position(row: &MetricsRow) -> Option<Position> {
     let step = row.step;
     match row.stage {
         RowStage::Validation => Some(Position { stage: 1, step }),
+        RowStage::Probe => Some(Position { stage: 0, step }),
         RowStage::Gate => Some(Position { stage: 1, step: 0 }),
         RowStage::Selection => match Position::stage_of(row.arm.as_deref()?)? {
             0 => Some(Position { stage: 1, step: 0 }),

@@ -1,5 +1,6 @@
-//! A picture of a run: the SFT loss, and GRPO's training success with the held-out
-//! validation success, drawn from `metrics.jsonl` with plotters as SVG (and PNG through
+//! A picture of a run: the SFT loss, GRPO's training success with the held-out
+//! validation success, and (when the run probed its SFT) the probe's validation success
+//! and teacher-forced accuracy by action part, drawn from `metrics.jsonl` with plotters as SVG (and PNG through
 //! the figure exporter's rasteriser).
 
 use std::path::Path;
@@ -74,12 +75,21 @@ pub fn svg(rows: &[MetricsRow], title: &str) -> Result<String> {
     register_font();
     let mut out = String::new();
     {
-        let root = SVGBackend::with_string(&mut out, (900, 360)).into_drawing_area();
+        let probed = rows.iter().any(|r| r.stage == RowStage::Probe);
+        let height = if probed { 680 } else { 360 };
+        let root = SVGBackend::with_string(&mut out, (900, height)).into_drawing_area();
         root.fill(&WHITE).map_err(|e| anyhow::anyhow!("{e}"))?;
         let root = root
             .titled(title, ("sans-serif", 18))
             .map_err(|e| anyhow::anyhow!("{e}"))?;
-        let (left, right) = root.split_horizontally(440);
+        let top_row = if probed {
+            let (top_row, bottom_row) = root.split_vertically(330);
+            probe_panel(&bottom_row, rows)?;
+            top_row
+        } else {
+            root.clone()
+        };
+        let (left, right) = top_row.split_horizontally(440);
         let loss = series(rows, RowStage::Sft, |r| r.loss, false);
         let top = loss.iter().map(|p| p.1).fold(0.1, f64::max);
         let mut chart = panel(
@@ -142,6 +152,45 @@ pub fn svg(rows: &[MetricsRow], title: &str) -> Result<String> {
     Ok(out)
 }
 
+/// The SFT probe's curves (`train::probe`): greedy validation success and the
+/// teacher-forced accuracy of the tool name, the line number and the edit text.
+fn probe_panel(
+    area: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>,
+    rows: &[MetricsRow],
+) -> Result<()> {
+    let curves: [(&str, Field, RGBColor); 4] = [
+        ("validation success (greedy)", |r| r.val_success, RED),
+        ("teacher-forced: tool", |r| r.tf_tool_accuracy, BLACK),
+        ("teacher-forced: line", |r| r.tf_line_accuracy, GREEN),
+        ("teacher-forced: edit text exact", |r| r.tf_text_exact, BLUE),
+    ];
+    let x_max = upper(&series(rows, RowStage::Probe, |r| r.val_success, true));
+    let mut chart = panel(area, "SFT probe on held-out validation tasks", x_max, 1.0)?;
+    for (label, field, color) in curves {
+        let points = series(rows, RowStage::Probe, field, true);
+        chart
+            .draw_series(LineSeries::new(points.clone(), &color))
+            .map_err(|e| anyhow::anyhow!("{e}"))?
+            .label(label)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color));
+        chart
+            .draw_series(
+                points
+                    .into_iter()
+                    .map(|p| Circle::new(p, 2, color.filled())),
+            )
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(())
+}
+
 /// Writes the plot of the run in `run` (its `metrics.jsonl`) to `out` (`.svg`).
 pub fn write(run: &Path, out: &Path) -> Result<()> {
     let rows = crate::metrics::read_rows(&run.join("metrics.jsonl"))?;
@@ -169,5 +218,22 @@ mod tests {
         assert!(svg.starts_with("<svg"));
         assert!(svg.contains("SFT: loss"));
         assert!(svg.contains("<polyline") || svg.contains("<path"));
+        assert!(!svg.contains("SFT probe"), "no probe rows, no probe panel");
+    }
+
+    #[test]
+    fn probe_rows_add_their_panel() {
+        let rows: Vec<MetricsRow> = [
+            r#"{"stage": "sft", "step": 1, "loss": 3.0}"#,
+            r#"{"stage": "probe", "step": 1, "val_success": 0.0, "tf_tool_accuracy": 0.5, "tf_line_accuracy": 0.2, "tf_text_exact": 0.1}"#,
+            r#"{"stage": "sft", "step": 2, "loss": 1.5}"#,
+            r#"{"stage": "probe", "step": 2, "val_success": 0.1, "tf_tool_accuracy": 0.9, "tf_line_accuracy": 0.6, "tf_text_exact": 0.3}"#,
+        ]
+        .iter()
+        .map(|line| MetricsRow::parse(line).unwrap())
+        .collect();
+        let svg = svg(&rows, "test").unwrap();
+        assert!(svg.contains("SFT probe"));
+        assert!(svg.contains("teacher-forced: edit text exact"));
     }
 }

@@ -46,6 +46,9 @@ impl Progress {
             (row.loss, "loss"),
             (row.success_rate, "success"),
             (row.val_success, "val"),
+            (row.tf_tool_accuracy, "tf_tool"),
+            (row.tf_line_accuracy, "tf_line"),
+            (row.tf_text_exact, "tf_text"),
             (row.clip_fraction_high, "clip_hi"),
             (row.step_s, "s/step"),
         ] {

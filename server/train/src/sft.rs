@@ -20,6 +20,11 @@
 //! batches from those recovery demonstrations together with as many teacher ones.
 //! The recovery demonstrations are saved in the run folder (`recovery.jsonl`) before
 //! the phase's first step, so a resumed run trains on the same ones.
+//!
+//! With `sft.probe_every`, a `probe` row follows every that many steps and the last
+//! (validation success, failures by cause, teacher-forced accuracy by action part:
+//! [`super::probe`]), written before the step's checkpoint so a resumed run has it
+//! exactly once.
 
 use std::time::Instant;
 
@@ -35,6 +40,7 @@ use super::config::{LrSchedule, SFT_MICROBATCH_EPISODES};
 use super::fused::score::{Entropy, Path, score, weights_for};
 use super::generate::rollout_threads;
 use super::optimizer::{clip_global_norm, learning_rate};
+use super::probe;
 use super::recovery::{self, Demonstration};
 use super::replicas::accumulate_in_parallel;
 use super::rollout::Rollout;
@@ -220,6 +226,7 @@ fn run_phase(
     let config = trainer.config.clone();
     let total = config.sft.total_steps();
     let mut orders_cache: Option<(usize, Vec<usize>)> = None;
+    let mut probe_episodes = None;
     while trainer.position.step < phase.until {
         let step = trainer.position.step;
         let t0 = Instant::now();
@@ -261,6 +268,21 @@ fn run_phase(
             ..fields.clone()
         };
         trainer.log(&row)?;
+        let step = trainer.position.step;
+        if config.sft.probe_every > 0
+            && (step.is_multiple_of(config.sft.probe_every) || step == total)
+        {
+            let teacher = probe_episodes
+                .get_or_insert_with(|| probe::teacher_episodes(&config, config.sft.probe_tasks));
+            let row = probe::probe_row(
+                &config,
+                &trainer.model.valid(),
+                &trainer.plain,
+                teacher,
+                (step, total),
+            )?;
+            trainer.log(&row)?;
+        }
         if trainer.checkpoint_due(phase.until) {
             trainer.save_checkpoint()?;
         }

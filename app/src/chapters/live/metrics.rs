@@ -31,7 +31,9 @@ impl Stage {
             RowStage::Sft => Self::Sft,
             RowStage::Grpo | RowStage::Rs => Self::Rl,
             RowStage::Validation => Self::Validation,
-            RowStage::Selection | RowStage::Gate | RowStage::Unknown => Self::Other,
+            RowStage::Selection | RowStage::Gate | RowStage::Probe | RowStage::Unknown => {
+                Self::Other
+            }
         }
     }
 }
@@ -125,15 +127,19 @@ mod tests {
     #[test]
     fn the_recorded_run_has_its_sft_grpo_and_validation_rows() {
         let run = Run::from_jsonl(RECORDED_RUN).unwrap();
-        assert_eq!(run.rows.len(), 623);
+        assert_eq!(run.rows.len(), 809);
         assert_eq!(run.of(Stage::Sft).count(), 600);
-        assert_eq!(run.of(Stage::Rl).count(), 20);
-        assert_eq!(run.of(Stage::Validation).count(), 3);
+        assert_eq!(run.of(Stage::Rl).count(), 200);
+        assert_eq!(run.of(Stage::Validation).count(), 9);
         let loss = run.series(Stage::Sft, |r| r.loss);
         assert_eq!(loss.len(), 600);
-        assert_eq!(loss[0].0, 1.0);
+        assert_eq!(
+            (loss[0].0, loss[599].0),
+            (10.0, 6000.0),
+            "every tenth SFT step"
+        );
         assert!(loss[0].1 > loss[599].1, "SFT loss falls");
-        assert_eq!(run.last_step(), 20);
+        assert_eq!(run.last_step(), 200);
         // The last RL row's success, read from the file's text directly.
         let last: serde_json::Value = RECORDED_RUN
             .lines()

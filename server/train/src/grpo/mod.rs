@@ -43,13 +43,14 @@ use crate::rollout::EpisodeSpec;
 use crate::sampling::{Sampler, policy_info};
 use crate::trainer::Trainer;
 
-/// Greedy success on `tasks` validation tasks.
-pub fn validation_success(
+/// One greedy episode on each of the first `tasks` validation tasks (episode seed =
+/// task index), in task order.
+pub fn validation_rollouts(
     config: &TrainConfig,
     model: &PolicyModel,
     device: &Device,
     tasks: usize,
-) -> Result<f64> {
+) -> Result<Vec<crate::rollout::Rollout>> {
     let specs: Vec<EpisodeSpec> = (0..tasks)
         .map(|i| EpisodeSpec {
             task: generate_task(Split::Validation, i as u64),
@@ -65,7 +66,17 @@ pub fn validation_success(
         top_p: None,
     };
     let info = policy_info(config, "validation".to_owned());
-    let rollouts = roll_out(model, device, &specs, &config.harness, &greedy, &info)?;
+    roll_out(model, device, &specs, &config.harness, &greedy, &info)
+}
+
+/// Greedy success on the first `tasks` validation tasks ([`validation_rollouts`]).
+pub fn validation_success(
+    config: &TrainConfig,
+    model: &PolicyModel,
+    device: &Device,
+    tasks: usize,
+) -> Result<f64> {
+    let rollouts = validation_rollouts(config, model, device, tasks)?;
     Ok(rollouts.iter().filter(|r| r.record.success()).count() as f64 / tasks.max(1) as f64)
 }
 
