@@ -45,6 +45,8 @@ fn panel<'a, 'b>(
     let mut chart = ChartBuilder::on(area)
         .caption(caption, ("sans-serif", 14))
         .margin(10)
+        // Room for the last step's tick label at the right edge.
+        .margin_right(24)
         .x_label_area_size(30)
         .y_label_area_size(40)
         .build_cartesian_2d(0.0..x_max, 0.0..y_max)
@@ -52,6 +54,7 @@ fn panel<'a, 'b>(
     chart
         .configure_mesh()
         .x_desc("step")
+        .x_label_formatter(&|step| format!("{step:.0}"))
         .draw()
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     Ok(chart)
