@@ -23,16 +23,17 @@
 
 use anyhow::{Result, bail};
 use arlbook_core::agent::{
-    EpisodeIds, EpisodeRecord, FailureCause, Split, Teacher, ToolCall, diagnose, generate_task,
-    run_episode, tokenizer,
+    EpisodeIds, EpisodeRecord, Split, Teacher, ToolCall, generate_task, run_episode, tokenizer,
 };
 use arlbook_core::metrics::{MetricsRow, RowStage};
 use burn::prelude::*;
 
 use super::config::TrainConfig;
+use super::eval::FailureBreakdown;
 use super::generate::{Cache, Engine};
 use super::grpo::validation_rollouts;
 use super::model::PolicyModel;
+use super::sampling::argmax;
 
 /// Rows (teacher calls) scored in one batch: bounds the cache's memory.
 const ROWS_PER_BATCH: usize = 64;
@@ -192,16 +193,6 @@ impl PartAccuracy {
     }
 }
 
-fn argmax(values: &[f32]) -> u32 {
-    let mut best = (0, f32::NEG_INFINITY);
-    for (i, &v) in values.iter().enumerate() {
-        if v > best.1 {
-            best = (i, v);
-        }
-    }
-    best.0 as u32
-}
-
 /// The policy's argmax at every action token of every call of `episodes`, teacher
 /// forced (one entry per call, in episode and call order).
 fn teacher_forced_predictions(
@@ -231,7 +222,7 @@ fn teacher_forced_predictions(
             }
             for (row, call) in batch.iter().enumerate() {
                 if t < call.generated_ids.len() {
-                    predicted[row].push(argmax(&logits[row * vocab..(row + 1) * vocab]));
+                    predicted[row].push(argmax(&logits[row * vocab..(row + 1) * vocab]) as u32);
                 }
             }
             if t + 1 == longest {
@@ -318,17 +309,11 @@ pub fn probe_row(
     let mut row = MetricsRow::new(RowStage::Probe, step).of_steps(total);
     let successes = rollouts.iter().filter(|r| r.record.success()).count();
     row.val_success = Some(successes as f64 / tasks.max(1) as f64);
-    let mut causes = std::collections::BTreeMap::new();
-    for cause in FailureCause::ALL {
-        causes.insert(cause.name().to_owned(), 0);
-    }
-    for rollout in &rollouts {
-        let task = generate_task(Split::Validation, rollout.record.group_id);
-        if let Some(d) = diagnose(&task, &rollout.record) {
-            *causes.entry(d.cause.name().to_owned()).or_default() += 1;
-        }
-    }
-    row.failure_causes = Some(causes);
+    let task_list: Vec<_> = (0..tasks)
+        .map(|i| generate_task(Split::Validation, i as u64))
+        .collect();
+    let failures = FailureBreakdown::of(&task_list, rollouts.iter().map(|r| &r.record));
+    row.failure_causes = Some(failures.causes);
     let accuracy = teacher_forced(model, device, teacher)?;
     row.tf_token_accuracy = accuracy.token;
     row.tf_tool_accuracy = accuracy.tool;
@@ -433,13 +418,13 @@ mod tests {
         for (call, predicted) in calls.iter().zip(&predictions) {
             assert_eq!(predicted.len(), call.generated_ids.len());
             let (_, logits) = engine.prefill(&[call.context_ids.as_slice()]).unwrap();
-            assert_eq!(predicted[0], argmax(&logits));
+            assert_eq!(predicted[0] as usize, argmax(&logits));
             // And the second token: the context with the teacher's first token.
             if call.generated_ids.len() > 1 {
                 let mut longer = call.context_ids.clone();
                 longer.push(call.generated_ids[0]);
                 let (_, logits) = engine.prefill(&[longer.as_slice()]).unwrap();
-                assert_eq!(predicted[1], argmax(&logits));
+                assert_eq!(predicted[1] as usize, argmax(&logits));
             }
         }
         let accuracy = teacher_forced(&model, &device, &episodes).unwrap();

@@ -127,7 +127,8 @@ impl Sampler {
     }
 }
 
-fn argmax(values: &[f32]) -> usize {
+/// The index of the largest value (the first of equal ones; 0 for an empty slice).
+pub(crate) fn argmax(values: &[f32]) -> usize {
     values
         .iter()
         .enumerate()
