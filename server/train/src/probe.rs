@@ -30,6 +30,7 @@ use burn::prelude::*;
 
 use super::config::TrainConfig;
 use super::eval::FailureBreakdown;
+use super::fused::score::weights_for;
 use super::generate::{Cache, Engine};
 use super::grpo::validation_rollouts;
 use super::model::PolicyModel;
@@ -104,25 +105,23 @@ pub fn score_call(
 ) -> CallScore {
     let pieces = tokenizer().pieces();
     let spans = part_spans(action);
+    // The character span of every teacher token the policy got wrong (the end token
+    // has no characters).
+    let mut at = 0;
+    let mut wrong = Vec::new();
+    for (t, &token) in teacher.iter().enumerate() {
+        let len = match pieces.get(token as usize) {
+            Some(piece) if token != arlbook_core::agent::tokenizer::END => piece.len(),
+            _ => 0,
+        };
+        if predicted.get(t) != Some(&token) {
+            wrong.push((at, at + len));
+        }
+        at += len;
+    }
     let right_in = |span: Option<(usize, usize)>| -> Option<bool> {
         let (start, end) = span?;
-        let mut at = 0;
-        let mut all = true;
-        for (t, &token) in teacher.iter().enumerate() {
-            let len = pieces.get(token as usize).map_or(0, |p| {
-                if token == arlbook_core::agent::tokenizer::END {
-                    0
-                } else {
-                    p.len()
-                }
-            });
-            let (from, to) = (at, at + len);
-            at = to;
-            if from < end && start < to && predicted.get(t) != Some(&token) {
-                all = false;
-            }
-        }
-        Some(all)
+        Some(!wrong.iter().any(|&(from, to)| from < end && start < to))
     };
     let tool = right_in(Some(spans.tool)).unwrap_or(false);
     let line = right_in(spans.line);
@@ -249,11 +248,7 @@ pub fn teacher_forced(
     device: &Device,
     episodes: &[EpisodeRecord],
 ) -> Result<PartAccuracy> {
-    let weights = if *device == Device::flex() {
-        Some(model.fused_weights()?)
-    } else {
-        None
-    };
+    let weights = weights_for(model, device)?;
     let engine = Engine {
         model,
         device,
