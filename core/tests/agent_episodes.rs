@@ -361,3 +361,64 @@ fn the_default_context_holds_the_longest_teacher_episode_with_two_retries() {
     assert!(longest[1] <= 1100, "{longest:?}");
     assert!(1100 < default.max_context_tokens);
 }
+
+/// With the harness levers on (`replace_tool`, `name_check`), the teacher repairs
+/// every task of every split within the small run's budgets (8 turns, 640 tokens, 40
+/// per action), its one-line repairs are `replace` calls, and none of its edits is
+/// refused. Prints how many action tokens its `replace` calls take against whole-line
+/// `write_code` calls on the same tasks.
+#[test]
+fn with_the_levers_the_teacher_repairs_every_task_within_the_small_budgets() {
+    let small = HarnessConfig {
+        max_turns: 8,
+        max_context_tokens: 640,
+        max_new_tokens: 40,
+        ..HarnessConfig::default()
+    };
+    let levers = HarnessConfig {
+        replace_tool: true,
+        name_check: true,
+        ..small.clone()
+    };
+    let edit_tokens = |record: &EpisodeRecord| -> usize {
+        record
+            .calls
+            .iter()
+            .filter(|c| {
+                matches!(
+                    c.call,
+                    Some(ToolCall::WriteCode { .. } | ToolCall::ReplaceText { .. })
+                )
+            })
+            .map(|c| c.generated_ids.len())
+            .sum()
+    };
+    let (mut replaces, mut tokens_with, mut tokens_without) = (0, 0, 0);
+    for split in Split::ALL {
+        for seed in 0..300 {
+            let task = generate_task(split, seed);
+            let record = run_episode(
+                &task,
+                &mut Teacher::for_harness(&task, &levers),
+                &levers,
+                EpisodeIds::default(),
+                seed,
+            );
+            assert_eq!(record.reward, 1.0, "{}", task.id);
+            for call in &record.calls {
+                assert!(!call.observation_text.starts_with("error"), "{}", task.id);
+                replaces += usize::from(matches!(call.call, Some(ToolCall::ReplaceText { .. })));
+            }
+            let plain = teacher_episode(split, seed, &small);
+            assert_eq!(plain.reward, 1.0, "{}", task.id);
+            tokens_with += edit_tokens(&record);
+            tokens_without += edit_tokens(&plain);
+        }
+    }
+    println!(
+        "{replaces} replace calls; edit action tokens {tokens_with} with the tool, \
+         {tokens_without} with whole lines"
+    );
+    assert!(replaces > 0);
+    assert!(tokens_with < tokens_without);
+}

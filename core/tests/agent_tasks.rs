@@ -395,12 +395,16 @@ fn specifications_tell_problems_apart() {
 #[test]
 fn no_token_identifies_a_problem() {
     use arlbook_core::agent::env::listing;
-    use arlbook_core::agent::harness::prompt_text;
+    use arlbook_core::agent::harness::{HarnessConfig, prompt_text};
     use arlbook_core::agent::tokenizer::tokenizer;
     let mut keys_of_token: BTreeMap<u32, BTreeSet<String>> = BTreeMap::new();
     let mut tasks_of_token: BTreeMap<u32, usize> = BTreeMap::new();
     for task in tasks(Split::Train, 2000) {
-        let text = format!("{}\n{}", prompt_text(&task), listing(&task.buggy_code));
+        let text = format!(
+            "{}\n{}",
+            prompt_text(&task, &HarnessConfig::default()),
+            listing(&task.buggy_code)
+        );
         let tokens: BTreeSet<u32> = tokenizer().encode(&text).into_iter().collect();
         for token in tokens {
             keys_of_token

@@ -80,6 +80,13 @@ struct HarnessArgs {
     /// Probability that an executor run crashes (an injected environment fault).
     #[arg(long, default_value_t = 0.0)]
     fault_prob: f64,
+    /// Give the agent the `replace(line, "old", "new")` tool (the teacher then repairs
+    /// a line with the smallest replacement).
+    #[arg(long)]
+    replace_tool: bool,
+    /// Refuse edits that name a variable the starting listing does not contain.
+    #[arg(long)]
+    name_check: bool,
 }
 
 impl HarnessArgs {
@@ -91,6 +98,8 @@ impl HarnessArgs {
             max_turns: self.max_turns,
             max_context_tokens: self.max_tokens,
             fault_probability: self.fault_prob,
+            replace_tool: self.replace_tool,
+            name_check: self.name_check,
             ..HarnessConfig::default()
         })
     }
@@ -210,7 +219,7 @@ fn episode(
     let mut random = UniformRandom;
     let policy: &mut dyn Policy = match kind {
         PolicyKind::Teacher => {
-            teacher = Teacher::new(task);
+            teacher = Teacher::for_harness(task, config);
             &mut teacher
         }
         PolicyKind::Random => &mut random,

@@ -6,8 +6,12 @@
 //! write_code(3, "best = xs[0]")          replace line 3
 //! write_code(3, "best = xs[0]", insert)  insert a new line before line 3 (n+1 appends)
 //! write_code(3, delete)                  delete line 3
+//! replace(3, "0", "xs[0]")               replace the one "0" on line 3 by "xs[0]"
 //! finish()
 //! ```
+//!
+//! `replace` is a harness setting (`HarnessConfig::replace_tool`): the parser reads it
+//! always, and the harness answers it as an unknown tool when the setting is off.
 //!
 //! A generated action is this text followed by the end token; the parser rejects
 //! anything else with a message meant to be read by the policy as its next observation.
@@ -43,6 +47,16 @@ pub enum ToolCall {
         /// Replace, insert or delete.
         mode: EditMode,
     },
+    /// Replace the one occurrence of `old` on a line by `new`.
+    #[serde(rename = "replace")]
+    ReplaceText {
+        /// 1-based line number.
+        line: usize,
+        /// The text to find: it must occur exactly once on the line.
+        old: String,
+        /// What it becomes.
+        new: String,
+    },
     /// End the episode and submit the code for grading.
     Finish,
 }
@@ -54,6 +68,7 @@ impl ToolCall {
             ToolCall::RunTests => "run_tests",
             ToolCall::ReadCode => "read_code",
             ToolCall::WriteCode { .. } => "write_code",
+            ToolCall::ReplaceText { .. } => "replace",
             ToolCall::Finish => "finish",
         }
     }
@@ -76,6 +91,9 @@ impl ToolCall {
                 mode: EditMode::Delete,
                 ..
             } => format!("write_code({line}, delete)"),
+            ToolCall::ReplaceText { line, old, new } => {
+                format!("replace({line}, \"{old}\", \"{new}\")")
+            }
             other => format!("{}()", other.tool_name()),
         }
     }
@@ -84,6 +102,11 @@ impl ToolCall {
 /// The tool list shown in every prompt.
 pub const TOOL_SPEC: &str = "tools: run_tests() read_code() write_code(line, \"text\") \
 write_code(line, \"text\", insert) write_code(line, delete) finish()";
+
+/// The tool list with the `replace` tool (`HarnessConfig::replace_tool`).
+pub const TOOL_SPEC_WITH_REPLACE: &str = "tools: run_tests() read_code() \
+write_code(line, \"text\") write_code(line, \"text\", insert) write_code(line, delete) \
+replace(line, \"old\", \"new\") finish()";
 
 /// Parses one action's text into a call, or says why it is not one.
 pub fn parse_call(text: &str) -> Result<ToolCall, String> {
@@ -108,28 +131,69 @@ pub fn parse_call(text: &str) -> Result<ToolCall, String> {
             })
         }
         "write_code" => parse_write(args),
-        _ => Err(format!(
-            "malformed call: unknown tool '{}'; tools are run_tests read_code write_code finish",
-            truncate(name, 24)
-        )),
+        "replace" => parse_replace(args),
+        _ => Err(unknown_tool(name)),
     }
+}
+
+/// The message for a call to a tool the harness does not have.
+pub fn unknown_tool(name: &str) -> String {
+    format!(
+        "malformed call: unknown tool '{}'; tools are run_tests read_code write_code finish",
+        truncate(name, 24)
+    )
 }
 
 fn truncate(text: &str, max_chars: usize) -> String {
     text.chars().take(max_chars).collect()
 }
 
-fn parse_write(args: &str) -> Result<ToolCall, String> {
+/// The line number before the first comma of `args`, and what follows that comma.
+fn line_and_rest<'a>(args: &'a str, tool: &str) -> Result<(usize, &'a str), String> {
     let Some((line_text, rest)) = args.split_once(',') else {
-        return Err("malformed call: write_code needs a line number and a text".to_owned());
+        return Err(format!(
+            "malformed call: {tool} needs a line number and a text"
+        ));
     };
-    let line_text = line_text.trim();
     let line: usize = line_text
+        .trim()
         .parse()
         .ok()
         .filter(|&l| l >= 1)
         .ok_or_else(|| "malformed call: the line number must be an integer >= 1".to_owned())?;
-    let rest = rest.trim();
+    Ok((line, rest.trim()))
+}
+
+/// The text between the double quotes that open `rest`, and what follows them.
+fn quoted(rest: &str) -> Result<(&str, &str), String> {
+    let Some(inner) = rest.strip_prefix('"') else {
+        return Err("malformed call: the text must be in double quotes".to_owned());
+    };
+    let Some(close) = inner.find('"') else {
+        return Err("malformed call: the text has no closing quote".to_owned());
+    };
+    Ok((&inner[..close], inner[close + 1..].trim()))
+}
+
+fn parse_replace(args: &str) -> Result<ToolCall, String> {
+    let (line, rest) = line_and_rest(args, "replace")?;
+    let (old, tail) = quoted(rest)?;
+    let Some(tail) = tail.strip_prefix(',') else {
+        return Err("malformed call: replace needs an old and a new text".to_owned());
+    };
+    let (new, tail) = quoted(tail.trim())?;
+    if !tail.is_empty() {
+        return Err("malformed call: nothing may follow the new text".to_owned());
+    }
+    Ok(ToolCall::ReplaceText {
+        line,
+        old: old.to_owned(),
+        new: new.to_owned(),
+    })
+}
+
+fn parse_write(args: &str) -> Result<ToolCall, String> {
+    let (line, rest) = line_and_rest(args, "write_code")?;
     if rest == "delete" {
         return Ok(ToolCall::WriteCode {
             line,
@@ -137,14 +201,8 @@ fn parse_write(args: &str) -> Result<ToolCall, String> {
             mode: EditMode::Delete,
         });
     }
-    let Some(quoted) = rest.strip_prefix('"') else {
-        return Err("malformed call: the text must be in double quotes".to_owned());
-    };
-    let Some(close) = quoted.find('"') else {
-        return Err("malformed call: the text has no closing quote".to_owned());
-    };
-    let text = quoted[..close].to_owned();
-    let tail = quoted[close + 1..].trim();
+    let (text, tail) = quoted(rest)?;
+    let text = text.to_owned();
     let mode = match tail {
         "" => EditMode::Replace,
         _ => match tail.strip_prefix(',').map(str::trim) {
@@ -186,6 +244,11 @@ mod tests {
                 text: String::new(),
                 mode: EditMode::Delete,
             },
+            ToolCall::ReplaceText {
+                line: 3,
+                old: "0".into(),
+                new: "xs[0]".into(),
+            },
         ];
         for call in calls {
             assert_eq!(parse_call(&call.to_text()), Ok(call.clone()));
@@ -204,6 +267,10 @@ mod tests {
             ("write_code(2, \"x = 1)", "closing quote"),
             ("write_code(2, \"x = 1\", append)", "only ', insert'"),
             ("write_code()", "line number and a text"),
+            ("replace(3)", "line number and a text"),
+            ("replace(3, \"a\")", "an old and a new text"),
+            ("replace(3, \"a\", b)", "double quotes"),
+            ("replace(3, \"a\", \"b\", insert)", "nothing may follow"),
         ];
         for (text, needle) in cases {
             let message = parse_call(text).unwrap_err();

@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 
 use super::action::EditMode;
 use super::interp::{Value, format_list, run};
-use super::lang::{Line, parse_line};
+use super::lang::{Line, parse_line, variable_names};
 use super::program::{indent_levels, parse_program};
 use super::task::{Task, TestCase};
 
@@ -33,6 +33,8 @@ pub struct CodeEnv {
     task: Task,
     code: Vec<String>,
     step_limit: u64,
+    /// With the name check on: the names of the starting listing (else empty).
+    known_names: Option<Vec<String>>,
 }
 
 impl CodeEnv {
@@ -43,7 +45,23 @@ impl CodeEnv {
             task,
             code,
             step_limit,
+            known_names: None,
         }
+    }
+
+    /// Turns the name check on or off (`HarnessConfig::name_check`): with it on, an
+    /// edit whose new line names a variable that the starting listing does not contain
+    /// is refused with an error observation, and the code is left as it was.
+    #[must_use]
+    pub fn with_name_check(mut self, on: bool) -> Self {
+        self.known_names = on.then(|| {
+            self.task
+                .buggy_code
+                .iter()
+                .flat_map(|line| variable_names(line))
+                .collect()
+        });
+        self
     }
 
     /// The task.
@@ -132,6 +150,58 @@ impl CodeEnv {
         listing(&self.code)
     }
 
+    /// Whether `text` may become a line: it parses, is not a `def` line and, with the
+    /// name check on, names no variable absent from the starting listing.
+    fn check_new_line(&self, text: &str) -> Result<(), String> {
+        match parse_line(text) {
+            Err(message) => return Err(format!("error: the text does not parse: {message}")),
+            Ok(Line::Def(..)) => return Err("error: only line 1 may be a def line".to_owned()),
+            Ok(_) => {}
+        }
+        if let Some(known) = &self.known_names
+            && let Some(unknown) = variable_names(text)
+                .into_iter()
+                .find(|name| !known.contains(name))
+        {
+            return Err(format!(
+                "error: {unknown} is not a name in the code, the edit was not applied"
+            ));
+        }
+        Ok(())
+    }
+
+    /// Applies a `replace` edit: the one occurrence of `old` on line `line` becomes
+    /// `new`. `Ok` and `Err` both carry the observation text; on `Err` the code is
+    /// unchanged.
+    pub fn replace_text(&mut self, line: usize, old: &str, new: &str) -> Result<String, String> {
+        let count = self.code.len();
+        if line == 1 {
+            return Err("error: line 1 (the def line) cannot be edited".to_owned());
+        }
+        if line > count {
+            return Err(format!(
+                "error: line {line} is out of range, the code has {count} lines"
+            ));
+        }
+        if old.is_empty() {
+            return Err("error: the old text is empty".to_owned());
+        }
+        let current = &self.code[line - 1];
+        let Some(at) = current.find(old) else {
+            return Err(format!("error: line {line} does not contain \"{old}\""));
+        };
+        if current[at + 1..].contains(old) {
+            return Err(format!(
+                "error: \"{old}\" occurs more than once on line {line}"
+            ));
+        }
+        let replaced = format!("{}{new}{}", &current[..at], &current[at + old.len()..]);
+        let text = replaced.trim();
+        self.check_new_line(text)?;
+        text.clone_into(&mut self.code[line - 1]);
+        Ok(format!("ok: line {line} is now {text}"))
+    }
+
     /// Applies a `write_code` edit; `Ok` and `Err` both carry the observation text.
     pub fn write_code(
         &mut self,
@@ -154,11 +224,7 @@ impl CodeEnv {
             ));
         }
         if mode != EditMode::Delete {
-            match parse_line(text) {
-                Err(message) => return Err(format!("error: the text does not parse: {message}")),
-                Ok(Line::Def(..)) => return Err("error: only line 1 may be a def line".to_owned()),
-                Ok(_) => {}
-            }
+            self.check_new_line(text)?;
         }
         match mode {
             EditMode::Replace => {
@@ -268,6 +334,63 @@ mod tests {
         assert!(
             env.run_tests()
                 .starts_with("error: the code does not parse")
+        );
+    }
+
+    #[test]
+    fn replace_changes_the_one_match_on_its_line() {
+        let mut env = CodeEnv::new(article_example(), 1000);
+        // Line 2 is `best = 0`.
+        let observation = env.replace_text(2, "0", "xs[0]").unwrap();
+        assert_eq!(observation, "ok: line 2 is now best = xs[0]");
+        assert!(env.passes_hidden_tests());
+    }
+
+    #[test]
+    fn replace_refuses_a_missing_or_repeated_match_and_leaves_the_code() {
+        let mut env = CodeEnv::new(article_example(), 1000);
+        let before = env.code().to_vec();
+        let cases = [
+            (2, "1", "2", "does not contain \"1\""),
+            (3, "x", "y", "more than once"),
+            (2, "", "y", "old text is empty"),
+            (1, "xs", "ys", "def line"),
+            (99, "a", "b", "out of range"),
+            (2, "= 0", "= =", "does not parse"),
+        ];
+        for (line, old, new, needle) in cases {
+            let message = env.replace_text(line, old, new).unwrap_err();
+            assert!(message.contains(needle), "{line} {old}: {message}");
+        }
+        assert_eq!(env.code(), before);
+    }
+
+    #[test]
+    fn the_name_check_refuses_a_name_the_listing_lacks() {
+        let task = article_example();
+        let mut plain = CodeEnv::new(task.clone(), 1000);
+        assert!(plain.write_code(2, "best = k", EditMode::Replace).is_ok());
+        let mut checked = CodeEnv::new(task, 1000).with_name_check(true);
+        let before = checked.code().to_vec();
+        let message = checked
+            .write_code(2, "best = k", EditMode::Replace)
+            .unwrap_err();
+        assert_eq!(
+            message,
+            "error: k is not a name in the code, the edit was not applied"
+        );
+        assert!(
+            checked
+                .replace_text(2, "0", "part")
+                .unwrap_err()
+                .contains("part")
+        );
+        assert_eq!(checked.code(), before);
+        // Names of the listing, the parameter and the loop variable included, pass.
+        assert!(
+            checked
+                .write_code(2, "best = xs[0]", EditMode::Replace)
+                .is_ok()
         );
     }
 }

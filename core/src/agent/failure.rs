@@ -24,7 +24,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::action::{EditMode, ToolCall};
-use super::lang::{KEYWORDS, Lexeme, lex};
+use super::lang::variable_names;
 use super::record::{EndReason, EpisodeRecord};
 use super::task::Task;
 
@@ -87,7 +87,8 @@ pub struct Diagnosis {
     pub finished_after_failing_tests: bool,
 }
 
-/// One applied `write_code` edit: its call index, line, mode and text.
+/// One applied edit: its call index, line, mode and the line's new text (a `replace`
+/// is a whole-line replacement by the line it produced).
 struct AppliedEdit<'a> {
     call: usize,
     line: usize,
@@ -101,44 +102,40 @@ fn applied_edits(record: &EpisodeRecord) -> Vec<AppliedEdit<'_>> {
         .calls
         .iter()
         .enumerate()
+        .filter(|(_, model_call)| model_call.observation_text.starts_with("ok:"))
         .filter_map(|(call, model_call)| match &model_call.call {
-            Some(ToolCall::WriteCode { line, text, mode })
-                if model_call.observation_text.starts_with("ok:") =>
-            {
-                Some(AppliedEdit {
-                    call,
-                    line: *line,
-                    mode: *mode,
-                    text,
-                })
-            }
+            Some(ToolCall::WriteCode { line, text, mode }) => Some(AppliedEdit {
+                call,
+                line: *line,
+                mode: *mode,
+                text,
+            }),
+            Some(ToolCall::ReplaceText { line, .. }) => Some(AppliedEdit {
+                call,
+                line: *line,
+                mode: EditMode::Replace,
+                // `ok: line N is now TEXT` (`CodeEnv::replace_text`).
+                text: model_call
+                    .observation_text
+                    .split_once(" is now ")
+                    .map_or("", |(_, text)| text),
+            }),
             _ => None,
         })
         .collect()
 }
 
-/// The words of `lines` that can name a variable (every word but the keywords).
-fn names<'a>(lines: impl IntoIterator<Item = &'a str>) -> Vec<String> {
-    let mut out = Vec::new();
-    for line in lines {
-        for lexeme in lex(line).unwrap_or_default() {
-            if let Lexeme::Word(word) = lexeme
-                && !KEYWORDS.contains(&word.as_str())
-            {
-                out.push(word);
-            }
-        }
-    }
-    out
-}
-
 /// Whether an edit names a variable that `task`'s starting listing does not contain.
 fn names_unknown_variable(task: &Task, edits: &[AppliedEdit<'_>]) -> bool {
-    let known = names(task.buggy_code.iter().map(String::as_str));
+    let known: Vec<String> = task
+        .buggy_code
+        .iter()
+        .flat_map(|line| variable_names(line))
+        .collect();
     edits
         .iter()
         .filter(|edit| edit.mode != EditMode::Delete)
-        .flat_map(|edit| names([edit.text]))
+        .flat_map(|edit| variable_names(edit.text))
         .any(|word| !known.contains(&word))
 }
 
@@ -269,18 +266,65 @@ mod tests {
 
     #[test]
     fn the_teachers_repair_is_no_failure() {
-        for seed in 0..20 {
-            let task = generate_task(Split::Validation, seed);
-            let record = run_episode(
-                &task,
-                &mut Teacher::new(&task),
-                &HarnessConfig::default(),
-                EpisodeIds::default(),
-                seed,
-            );
-            assert!(record.success(), "seed {seed}");
-            assert_eq!(diagnose(&task, &record), None);
+        let with_levers = HarnessConfig {
+            replace_tool: true,
+            name_check: true,
+            ..HarnessConfig::default()
+        };
+        for config in [HarnessConfig::default(), with_levers] {
+            for seed in 0..20 {
+                let task = generate_task(Split::Validation, seed);
+                let record = run_episode(
+                    &task,
+                    &mut Teacher::for_harness(&task, &config),
+                    &config,
+                    EpisodeIds::default(),
+                    seed,
+                );
+                assert!(record.success(), "seed {seed}");
+                assert_eq!(diagnose(&task, &record), None);
+            }
         }
+    }
+
+    #[test]
+    fn a_replace_is_diagnosed_by_the_line_it_produced() {
+        let task = article_example();
+        let config = HarnessConfig {
+            replace_tool: true,
+            ..HarnessConfig::default()
+        };
+        let diagnose_calls =
+            |calls: &[&str]| diagnose(&task, &run_with(&task, calls, &config)).map(|d| d.cause);
+        assert_eq!(
+            diagnose_calls(&["replace(2, \"0\", \"xs[0]\")", "finish()"]),
+            None
+        );
+        assert_eq!(
+            diagnose_calls(&["replace(2, \"0\", \"xs[1]\")", "finish()"]),
+            Some(FailureCause::WrongText)
+        );
+        assert_eq!(
+            diagnose_calls(&["replace(2, \"0\", \"k\")", "finish()"]),
+            Some(FailureCause::UnknownName)
+        );
+        assert_eq!(
+            diagnose_calls(&["replace(8, \"best\", \"x\")", "finish()"]),
+            Some(FailureCause::WrongLine)
+        );
+        // A refused replace is no edit; without the tool it is an unknown tool.
+        assert_eq!(
+            diagnose_calls(&["replace(2, \"1\", \"xs[0]\")", "finish()"]),
+            Some(FailureCause::NoEdit)
+        );
+        let record = run(&task, &["replace(2, \"0\", \"xs[0]\")", "finish()"]);
+        assert!(
+            record.calls[0]
+                .parse_error
+                .as_deref()
+                .unwrap()
+                .contains("unknown tool")
+        );
     }
 
     #[test]

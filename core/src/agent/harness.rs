@@ -17,7 +17,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::action::{TOOL_SPEC, ToolCall, parse_call};
+use super::action::{TOOL_SPEC, TOOL_SPEC_WITH_REPLACE, ToolCall, parse_call, unknown_tool};
 use super::env::CodeEnv;
 use super::interp::DEFAULT_STEP_LIMIT;
 use super::policy::{Generation, Policy, PolicyInfo};
@@ -53,6 +53,13 @@ pub struct HarnessConfig {
     pub fault_probability: f64,
     /// Interpreter steps per test run. Default 10000.
     pub step_limit: u64,
+    /// Whether the `replace(line, "old", "new")` tool exists (listed in the prompt,
+    /// used by the teacher for one-line repairs). Default false: without it a
+    /// `replace` call is an unknown tool.
+    pub replace_tool: bool,
+    /// Whether an edit that names a variable absent from the starting listing is
+    /// refused with an error observation. Default false.
+    pub name_check: bool,
 }
 
 impl Default for HarnessConfig {
@@ -64,6 +71,27 @@ impl Default for HarnessConfig {
             max_malformed: 3,
             fault_probability: 0.0,
             step_limit: DEFAULT_STEP_LIMIT,
+            replace_tool: false,
+            name_check: false,
+        }
+    }
+}
+
+impl HarnessConfig {
+    /// The tool list the prompt shows.
+    pub fn tool_spec(&self) -> &'static str {
+        if self.replace_tool {
+            TOOL_SPEC_WITH_REPLACE
+        } else {
+            TOOL_SPEC
+        }
+    }
+
+    /// Whether `call` names a tool this harness has; `Err` is the observation.
+    pub fn check_tool(&self, call: &ToolCall) -> Result<(), String> {
+        match call {
+            ToolCall::ReplaceText { .. } if !self.replace_tool => Err(unknown_tool("replace")),
+            _ => Ok(()),
         }
     }
 }
@@ -77,11 +105,13 @@ pub struct EpisodeIds {
     pub sample_id: u64,
 }
 
-/// The first context's text: the request, the spec and the tool list.
-pub fn prompt_text(task: &Task) -> String {
+/// The first context's text: the request, the spec and the harness's tool list.
+pub fn prompt_text(task: &Task, config: &HarnessConfig) -> String {
     format!(
-        "task: fix {} so that all tests pass.\nspec: {}\n{TOOL_SPEC}",
-        task.function, task.spec
+        "task: fix {} so that all tests pass.\nspec: {}\n{}",
+        task.function,
+        task.spec,
+        config.tool_spec()
     )
 }
 
@@ -126,6 +156,9 @@ fn execute(env: &mut CodeEnv, call: &ToolCall, crashed: bool) -> Step {
         ToolCall::WriteCode { line, text, mode } => {
             Step::Continue(env.write_code(*line, text, *mode).unwrap_or_else(|e| e))
         }
+        ToolCall::ReplaceText { line, old, new } => {
+            Step::Continue(env.replace_text(*line, old, new).unwrap_or_else(|e| e))
+        }
         ToolCall::Finish => Step::End(EndReason::Finish, String::new()),
     }
 }
@@ -139,7 +172,7 @@ struct Action {
     parsed: Result<ToolCall, String>,
 }
 
-fn read_action(generation: Generation, limit: usize) -> Action {
+fn read_action(generation: Generation, limit: usize, config: &HarnessConfig) -> Action {
     let tokenizer = tokenizer();
     // Keep exactly what the policy produced, up to its first end token and the limit.
     let mut generated: Vec<u32> = generation.tokens.into_iter().take(limit).collect();
@@ -162,7 +195,7 @@ fn read_action(generation: Generation, limit: usize) -> Action {
     } else if text_ids.iter().any(|&t| Tokenizer::is_special(t)) {
         Err("malformed call: special token inside the action".to_owned())
     } else {
-        parse_call(&text)
+        parse_call(&text).and_then(|call| config.check_tool(&call).map(|()| call))
     };
     Action {
         generated,
@@ -215,14 +248,14 @@ impl EpisodeRun {
     /// Starts an episode: the prompt is in the transcript, no call made yet.
     pub fn new(task: &Task, config: &HarnessConfig, ids: EpisodeIds, seed: u64) -> Self {
         let tokenizer = tokenizer();
-        let env = CodeEnv::new(task.clone(), config.step_limit);
+        let env = CodeEnv::new(task.clone(), config.step_limit).with_name_check(config.name_check);
         let mut transcript = Transcript {
             tokenizer,
             tokens: Vec::new(),
             spans: Vec::new(),
         };
         let mut prompt = vec![BOS];
-        prompt.extend(tokenizer.encode(&prompt_text(task)));
+        prompt.extend(tokenizer.encode(&prompt_text(task, config)));
         prompt.push(CALL);
         transcript.push(SpanRole::Prompt, &prompt);
         let potentials = vec![env.visible_pass_fraction()];
@@ -289,7 +322,7 @@ impl EpisodeRun {
         }
         let limit = self.limit;
         let context_ids = self.transcript.tokens.clone();
-        let action = read_action(generation, limit);
+        let action = read_action(generation, limit, &self.config);
         let kept = action.generated.len();
         self.transcript.push(SpanRole::Action, &action.generated);
         let has_end = action.has_end;

@@ -48,6 +48,19 @@ pub const KEYWORDS: [&str; 15] = [
     "true", "false", "len",
 ];
 
+/// The words of `line` that can name a variable (every word but the keywords), in
+/// order; a line that does not lex has none.
+pub fn variable_names(line: &str) -> Vec<String> {
+    lex(line)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|lexeme| match lexeme {
+            Lexeme::Word(word) if !KEYWORDS.contains(&word.as_str()) => Some(word),
+            _ => None,
+        })
+        .collect()
+}
+
 /// Splits one line into lexemes.
 pub fn lex(text: &str) -> Result<Vec<Lexeme>, String> {
     if text.chars().count() > MAX_LINE_CHARS {

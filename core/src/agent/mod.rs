@@ -22,7 +22,8 @@
 //!   name, the wrong line, the wrong text, a budget, malformed calls).
 //! - [`policy`] and [`derive`]: the trait the learned policy implements, a scripted
 //!   teacher whose repair is derived from the specification and the listing, and a
-//!   uniform-random baseline.
+//!   uniform-random baseline; [`replacement`]: the smallest `replace` call the teacher
+//!   writes when the harness has that tool.
 //!
 //! ## Design
 //! - Compiles for wasm32: no processes, threads, files or clocks; every random choice
@@ -44,6 +45,7 @@ pub mod lang;
 pub mod policy;
 pub mod program;
 pub mod record;
+pub mod replacement;
 pub mod reward;
 pub mod stats;
 pub mod task;

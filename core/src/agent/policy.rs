@@ -11,6 +11,8 @@ use serde::{Deserialize, Serialize};
 use super::action::{EditMode, ToolCall};
 use super::derive::derive_repair;
 use super::env::parse_listing;
+use super::harness::HarnessConfig;
+use super::replacement::smallest_replacement;
 use super::task::Task;
 use super::tokenizer::{CALL, END, OBS, tokenizer};
 use crate::rng::RandomStream;
@@ -93,14 +95,29 @@ pub fn scripted(text: &str, max_new_tokens: usize) -> Generation {
 #[derive(Debug, Clone)]
 pub struct Teacher {
     reference: Vec<String>,
+    replace_tool: bool,
 }
 
 impl Teacher {
-    /// The teacher for one task.
+    /// The teacher for one task, with the default harness's tools (whole-line
+    /// `write_code` edits).
     pub fn new(task: &Task) -> Self {
         let reference = derive_repair(&task.spec, &task.buggy_code, &task.reference_code)
             .unwrap_or_else(|| task.reference_code.clone());
-        Self { reference }
+        Self {
+            reference,
+            replace_tool: false,
+        }
+    }
+
+    /// The teacher for one task under `harness`: with `replace_tool` on, a line it
+    /// rewrites in place becomes the smallest `replace` call
+    /// ([`super::replacement`]).
+    pub fn for_harness(task: &Task, harness: &HarnessConfig) -> Self {
+        Self {
+            replace_tool: harness.replace_tool,
+            ..Self::new(task)
+        }
     }
 
     /// The call the teacher makes after the given last observation (`None` at the
@@ -137,7 +154,19 @@ impl Teacher {
         let (mode, text) = match code.len().cmp(&self.reference.len()) {
             std::cmp::Ordering::Greater => (EditMode::Delete, String::new()),
             std::cmp::Ordering::Less => (EditMode::Insert, self.reference[line].clone()),
-            std::cmp::Ordering::Equal => (EditMode::Replace, self.reference[line].clone()),
+            std::cmp::Ordering::Equal => {
+                if self.replace_tool
+                    && let Some((old, new)) =
+                        smallest_replacement(&code[line], &self.reference[line])
+                {
+                    return Some(ToolCall::ReplaceText {
+                        line: line + 1,
+                        old,
+                        new,
+                    });
+                }
+                (EditMode::Replace, self.reference[line].clone())
+            }
         };
         Some(ToolCall::WriteCode {
             line: line + 1,
@@ -246,6 +275,29 @@ mod tests {
         assert_eq!(
             teacher.decide(Some("3 tests: 3 passed, 0 failed")),
             ToolCall::Finish
+        );
+    }
+
+    #[test]
+    fn with_the_replace_tool_the_teacher_writes_the_smallest_replacement() {
+        let harness = HarnessConfig {
+            replace_tool: true,
+            ..HarnessConfig::default()
+        };
+        let teacher = Teacher::for_harness(&article_example(), &harness);
+        let listing = "1 def find_max(xs):\n2   best = 0\n3   for x in xs:\n4     if x > best:\n5       best = x\n6     end\n7   end\n8   return best";
+        assert_eq!(
+            teacher.decide(Some(listing)),
+            ToolCall::ReplaceText {
+                line: 2,
+                old: "0".into(),
+                new: "xs[0]".into()
+            }
+        );
+        // A refused edit sends it back to the listing.
+        assert_eq!(
+            teacher.decide(Some("error: line 2 does not contain \"1\"")),
+            ToolCall::ReadCode
         );
     }
 

@@ -44,9 +44,10 @@ const ROWS_PER_BATCH: usize = 64;
 pub struct PartSpans {
     /// The tool's name.
     pub tool: (usize, usize),
-    /// The line number (`write_code` only).
+    /// The line number (`write_code` and `replace` only).
     pub line: Option<(usize, usize)>,
-    /// The text between the quotes (`write_code` replace and insert only).
+    /// The text from the first quote to the last, exclusive (`write_code` replace and
+    /// insert; both texts of a `replace`).
     pub text: Option<(usize, usize)>,
 }
 
@@ -58,7 +59,10 @@ pub fn part_spans(action: &str) -> PartSpans {
         tool: (name_start.min(open), open),
         ..PartSpans::default()
     };
-    if action[name_start.min(open)..open].trim() != "write_code" {
+    if !matches!(
+        action[name_start.min(open)..open].trim(),
+        "write_code" | "replace"
+    ) {
         return spans;
     }
     let rest = &action[(open + 1).min(action.len())..];
@@ -278,7 +282,7 @@ pub fn teacher_episodes(config: &TrainConfig, tasks: usize) -> Vec<EpisodeRecord
             let task = generate_task(Split::Validation, i as u64);
             run_episode(
                 &task,
-                &mut Teacher::new(&task),
+                &mut Teacher::for_harness(&task, &config.harness),
                 &config.harness,
                 EpisodeIds {
                     group_id: i as u64,
@@ -326,7 +330,7 @@ mod tests {
     use crate::trainer::vocab;
 
     #[test]
-    fn parts_of_a_write_a_delete_and_a_bare_call() {
+    fn parts_of_a_write_a_delete_a_replace_and_a_bare_call() {
         let a = "write_code(12, \"best = xs[0]\")";
         let s = part_spans(a);
         assert_eq!(&a[s.tool.0..s.tool.1], "write_code");
@@ -337,6 +341,13 @@ mod tests {
         let d = part_spans("write_code(3, delete)");
         assert!(d.text.is_none());
         assert_eq!(d.line, Some((11, 12)));
+        let r = "replace(2, \"0\", \"xs[0]\")";
+        let s = part_spans(r);
+        assert_eq!(&r[s.tool.0..s.tool.1], "replace");
+        let (l0, l1) = s.line.unwrap();
+        assert_eq!(&r[l0..l1], "2");
+        let (t0, t1) = s.text.unwrap();
+        assert_eq!(&r[t0..t1], "0\", \"xs[0]");
         let f = part_spans("finish()");
         assert_eq!(f.tool, (0, 6));
         assert_eq!((f.line, f.text), (None, None));

@@ -87,6 +87,8 @@ struct TakeOver<G> {
     model: G,
     teachers: Vec<Teacher>,
     drivers: Vec<Driver>,
+    /// The harness whose tools decide what parses as a call.
+    harness: HarnessConfig,
 }
 
 fn teacher_action(teacher: &mut Teacher, request: &mut Request<'_>) -> Action {
@@ -98,14 +100,14 @@ fn teacher_action(teacher: &mut Teacher, request: &mut Request<'_>) -> Action {
     }
 }
 
-/// Whether a generated call leaves nothing to recover from: it ends the episode or
-/// does not parse.
-fn ends_or_malformed(tokens: &[u32]) -> bool {
+/// Whether a generated call leaves nothing to recover from: it ends the episode, does
+/// not parse, or names a tool `harness` does not have.
+fn ends_or_malformed(tokens: &[u32], harness: &HarnessConfig) -> bool {
     let body = tokens.strip_suffix(&[END]).unwrap_or(tokens);
-    matches!(
-        parse_call(&tokenizer().decode_text(body)),
-        Ok(ToolCall::Finish) | Err(_)
-    )
+    match parse_call(&tokenizer().decode_text(body)) {
+        Ok(ToolCall::Finish) | Err(_) => true,
+        Ok(call) => harness.check_tool(&call).is_err(),
+    }
 }
 
 impl<G: Generator> Generator for TakeOver<G> {
@@ -127,7 +129,7 @@ impl<G: Generator> Generator for TakeOver<G> {
             actions[k] = Some(if action.generation.tokens == wanted.generation.tokens {
                 self.drivers[episode] = Driver::Model(calls + 1);
                 action
-            } else if ends_or_malformed(&action.generation.tokens) {
+            } else if ends_or_malformed(&action.generation.tokens, &self.harness) {
                 self.drivers[episode] = Driver::Teacher(calls);
                 wanted
             } else {
@@ -187,8 +189,12 @@ pub fn collect(
     let attempts: Vec<(Rollout, Driver)> = try_in_parts(&specs, rollout_threads(device), |part| {
         let mut generator = TakeOver {
             model: ModelGenerator::new(model, device.clone()),
-            teachers: part.iter().map(|s| Teacher::new(&s.task)).collect(),
+            teachers: part
+                .iter()
+                .map(|s| Teacher::for_harness(&s.task, harness))
+                .collect(),
             drivers: vec![Driver::Model(0); part.len()],
+            harness: harness.clone(),
         };
         let rollouts = run_lockstep(part, harness, &mut generator, &sampler, &info)?;
         Ok::<_, anyhow::Error>(rollouts.into_iter().zip(generator.drivers).collect())
@@ -303,6 +309,7 @@ mod tests {
             },
             teachers: vec![Teacher::new(task)],
             drivers: vec![Driver::Model(0)],
+            harness: HarnessConfig::default(),
         };
         let sampler = Sampler {
             temperature: 1.0,

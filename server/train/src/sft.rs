@@ -76,7 +76,7 @@ pub fn demonstrations(
         .map(|i| {
             let task = demonstration_task(config, i);
             keys.insert(task.key.clone());
-            let mut teacher = Teacher::new(&task);
+            let mut teacher = Teacher::for_harness(&task, &config.harness);
             let ids = EpisodeIds {
                 group_id: i as u64,
                 sample_id: 0,
