@@ -148,6 +148,11 @@ pub struct MetricsRow {
     /// Rollouts left out, by reason (`all_equal_group`, `env_fault`, `group_too_small`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub discarded: Option<BTreeMap<String, usize>>,
+    /// GRPO / RS with edge-of-competence sampling: candidate tasks skipped because
+    /// their unit was recently always solved (`solved`) or never (`unsolved`), and
+    /// draws taken anyway after the most candidates (`forced`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub edge_skipped: Option<BTreeMap<String, usize>>,
     /// GRPO: fraction of sampled groups whose rewards were not all equal (the groups
     /// with a nonzero advantage).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -49,6 +49,14 @@ pub struct PendingBatch {
     /// checkpoints written before this field existed).
     #[serde(default)]
     pub sampled_successes: usize,
+    /// Every sampled group's key and outcome, discarded groups included (empty in
+    /// checkpoints written before this field existed).
+    #[serde(default)]
+    pub sampled_groups: Vec<crate::grpo::competence::SampledGroup>,
+    /// Candidate tasks edge-of-competence sampling skipped, by reason (`solved`,
+    /// `unsolved`), and draws it took anyway (`forced`).
+    #[serde(default)]
+    pub edge_skipped: std::collections::BTreeMap<String, usize>,
 }
 
 /// A rollout as stored in `state.json`.
@@ -93,6 +101,10 @@ pub struct State {
     pub pending: Vec<PendingBatch>,
     /// Whether `reference.bpk` is present.
     pub has_reference: bool,
+    /// Recent pass rates by unit, for edge-of-competence sampling (empty without it,
+    /// and in checkpoints written before this field existed).
+    #[serde(default)]
+    pub competence: crate::grpo::competence::Competence,
 }
 
 /// The checkpoint folder's name for `position`.

@@ -15,6 +15,7 @@ use anyhow::{Result, bail};
 use arlbook_core::FieldError;
 
 use crate::footprint;
+use crate::grpo::competence::{EdgeUnit, TaskSampling};
 use arlbook_core::agent::HarnessConfig;
 use arlbook_core::math::advantage::StdKind;
 use arlbook_core::math::convention::Convention;
@@ -235,6 +236,18 @@ pub struct GrpoConfig {
     pub dynamic_sampling: bool,
     /// Most extra sampling rounds per step under dynamic sampling. Default 3.
     pub max_refill_rounds: usize,
+    /// How each group's task is drawn: `uniform` (the default) takes the next training
+    /// task; `edge` (edge-of-competence sampling) takes the first whose unit's recent
+    /// pass rate (by `edge_unit`) is strictly between 0 and 1, skipping units the
+    /// policy recently always or never solved (see `grpo::competence`).
+    pub task_sampling: TaskSampling,
+    /// The unit pass rates are kept by: `cell` (aggregate and bug operator, the
+    /// default), `skeleton` or `key`.
+    pub edge_unit: EdgeUnit,
+    /// Batches whose groups count as recent. Default 20.
+    pub edge_recent_steps: usize,
+    /// Candidate tasks drawn per group before one is taken anyway. Default 16.
+    pub edge_max_draws: usize,
     /// Rollouts for step `s` may come from the policy of step `s - lag` (an
     /// asynchronous collector's pipeline depth, made deterministic). Default 0.
     pub max_policy_lag: usize,
@@ -335,6 +348,10 @@ impl Default for GrpoConfig {
             ref_refresh_steps: 0,
             dynamic_sampling: true,
             max_refill_rounds: 3,
+            task_sampling: TaskSampling::Uniform,
+            edge_unit: EdgeUnit::Cell,
+            edge_recent_steps: 20,
+            edge_max_draws: 16,
             max_policy_lag: 0,
             exclude_env_faults: true,
             learning_rate: 3e-4,
@@ -699,6 +716,16 @@ impl TrainConfig {
         )?;
         require(g.epochs >= 1, "grpo.epochs", "must be at least 1")?;
         require(
+            g.edge_recent_steps >= 1,
+            "grpo.edge_recent_steps",
+            "must be at least 1",
+        )?;
+        require(
+            g.edge_max_draws >= 1,
+            "grpo.edge_max_draws",
+            "must be at least 1",
+        )?;
+        require(
             g.minibatches >= 1 && g.minibatches <= g.tasks_per_batch,
             "grpo.minibatches",
             "must be in 1..=grpo.tasks_per_batch (minibatches hold whole groups)",
@@ -794,6 +821,8 @@ impl TrainConfig {
             (g.microbatch_rows, "grpo.microbatch_rows", MAX_BATCH),
             (g.ref_refresh_steps, "grpo.ref_refresh_steps", MAX_STEPS),
             (g.max_refill_rounds, "grpo.max_refill_rounds", 100),
+            (g.edge_recent_steps, "grpo.edge_recent_steps", MAX_STEPS),
+            (g.edge_max_draws, "grpo.edge_max_draws", 10_000),
             (g.warmup_steps, "grpo.warmup_steps", MAX_STEPS),
             (h.max_turns, "harness.max_turns", 1000),
             (h.max_new_tokens, "harness.max_new_tokens", 8192),

@@ -17,6 +17,7 @@ use arlbook_core::metrics::{MetricsRow, RowStage};
 use burn::prelude::*;
 
 use super::config::SFT_MICROBATCH_EPISODES;
+use super::grpo::competence::TaskSampling;
 use super::grpo::{collect, distinct};
 use super::optimizer::clip_global_norm;
 use super::recovery::Demonstration;
@@ -33,7 +34,23 @@ pub fn run(trainer: &mut Trainer) -> Result<()> {
         let step = trainer.position.step;
         let t0 = Instant::now();
         let policy = trainer.model.valid();
-        let batch = collect(&collecting, &policy, &trainer.plain, step, step)?;
+        let batch = collect(
+            &collecting,
+            &policy,
+            &trainer.plain,
+            step,
+            step,
+            &trainer.competence,
+        )?;
+        if config.grpo.task_sampling == TaskSampling::Edge {
+            let g = &config.grpo;
+            trainer.competence.absorb(
+                g.edge_unit,
+                g.edge_recent_steps,
+                step,
+                &batch.sampled_groups,
+            );
+        }
         let collect_s = t0.elapsed().as_secs_f64();
         let kept: Vec<Demonstration> = batch
             .rollouts
@@ -48,6 +65,9 @@ pub fn run(trainer: &mut Trainer) -> Result<()> {
         row.success_rate = Some(kept.len() as f64 / batch.rollouts.len().max(1) as f64);
         row.discarded = Some(batch.discarded.clone());
         row.task_keys = Some(distinct(&batch.task_keys));
+        if config.grpo.task_sampling == TaskSampling::Edge {
+            row.edge_skipped = Some(batch.edge_skipped.clone());
+        }
         if !kept.is_empty() {
             let mut refs: Vec<&Demonstration> = kept.iter().collect();
             let (loss, tokens, mut grads) =

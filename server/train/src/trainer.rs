@@ -14,6 +14,7 @@ use burn::prelude::*;
 
 use super::checkpoint::{self, PendingBatch, State};
 use super::config::TrainConfig;
+use super::grpo::competence::Competence;
 use super::metrics::{MetricsWriter, Position};
 use super::model::PolicyModel;
 use super::optimizer::adamw;
@@ -40,6 +41,8 @@ pub struct Trainer {
     pub position: Position,
     /// Batches collected ahead (the lag pipeline), oldest first.
     pub pending: VecDeque<PendingBatch>,
+    /// Recent pass rates by unit (edge-of-competence sampling).
+    pub competence: Competence,
     /// The metrics file.
     pub metrics: MetricsWriter,
     /// The progress line.
@@ -81,6 +84,7 @@ impl Trainer {
             reference: None,
             position: Position { stage: 0, step: 0 },
             pending: VecDeque::new(),
+            competence: Competence::default(),
             metrics,
             progress: Progress::new(),
             started: Instant::now(),
@@ -124,6 +128,7 @@ impl Trainer {
             reference,
             position: state.position,
             pending: state.pending.into(),
+            competence: state.competence,
             metrics,
             progress: Progress::new(),
             started: Instant::now(),
@@ -162,6 +167,7 @@ impl Trainer {
             position: self.position,
             pending: self.pending.iter().cloned().collect(),
             has_reference: self.reference.is_some(),
+            competence: self.competence.clone(),
         };
         checkpoint::save(&self.out, &state, |dir| {
             self.model

@@ -4,11 +4,13 @@
 //! The tasks of batch `c`, round `r` come from
 //! `RandomStream(seed, TASK_STREAM + 64 c + r)`; rollout `g` of group `i` runs with
 //! episode seed `seed ^ (c << 24 | r << 16 | i)` and sample id `g`, so its policy
-//! stream is the harness's `POLICY_STREAM + g` of that seed.
+//! stream is the harness's `POLICY_STREAM + g` of that seed. With `task_sampling = "edge"`, a
+//! group's task is the first candidate from that stream whose unit is at the edge of
+//! the policy's competence ([`super::competence`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use arlbook_core::agent::{EpisodeIds, Split, generate_task};
+use arlbook_core::agent::{EpisodeIds, Split, Task, generate_task};
 use arlbook_core::rng::RandomStream;
 use burn::prelude::*;
 
@@ -19,6 +21,8 @@ use crate::model::PolicyModel;
 use crate::rollout::{EpisodeSpec, Rollout};
 use crate::sampling::{policy_info, sampler};
 use crate::sft::demonstration_task;
+
+use super::competence::{Competence, SampledGroup, TaskSampling, Verdict};
 
 const TASK_STREAM: u64 = 0x6770_0000;
 
@@ -41,6 +45,8 @@ struct Gathered {
     groups_mixed: usize,
     task_keys: Vec<String>,
     sampled_successes: usize,
+    sampled_groups: Vec<SampledGroup>,
+    edge_skipped: BTreeMap<String, usize>,
 }
 
 impl Gathered {
@@ -50,9 +56,14 @@ impl Gathered {
 
     /// Filters one sampled group (environment faults, too small, all equal with
     /// dynamic sampling) and keeps it while the batch has room.
-    fn offer(&mut self, mut group: Vec<Rollout>, config: &TrainConfig) {
+    fn offer(&mut self, mut group: Vec<Rollout>, config: &TrainConfig, key: &str) {
         let g = &config.grpo;
         self.groups_sampled += 1;
+        self.sampled_groups.push(SampledGroup {
+            key: key.to_owned(),
+            successes: group.iter().filter(|r| r.record.success()).count(),
+            rollouts: group.len(),
+        });
         if g.exclude_env_faults {
             let before = group.len();
             group.retain(|r| !r.record.env_fault);
@@ -75,31 +86,78 @@ impl Gathered {
     }
 }
 
+/// The next training task of `task_rng`: a fresh one, or one of SFT's first
+/// `task_pool`.
+fn draw_task(config: &TrainConfig, task_rng: &mut RandomStream) -> Task {
+    let g = &config.grpo;
+    if g.task_pool > 0 {
+        let pool = u32::try_from(g.task_pool).unwrap_or(u32::MAX);
+        demonstration_task(config, task_rng.below(pool) as usize)
+    } else {
+        generate_task(
+            Split::Train,
+            u64::from(task_rng.next_u32()) << 32 | u64::from(task_rng.next_u32()),
+        )
+    }
+}
+
+/// The task for one group of batch `index`: the next draw, or with `task_sampling = "edge"` the
+/// first of up to `edge_max_draws` draws whose unit `competence` does not rule out
+/// (the skipped ones counted by reason in `skipped`, a last draw taken anyway counted
+/// as `forced`).
+fn group_task(
+    config: &TrainConfig,
+    index: usize,
+    task_rng: &mut RandomStream,
+    competence: &Competence,
+    skipped: &mut BTreeMap<String, usize>,
+) -> Task {
+    let g = &config.grpo;
+    if g.task_sampling != TaskSampling::Edge {
+        return draw_task(config, task_rng);
+    }
+    let first_batch = (index + 1).saturating_sub(g.edge_recent_steps);
+    for draw in 1..=g.edge_max_draws {
+        let task = draw_task(config, task_rng);
+        let unit = g.edge_unit.of(&task.key);
+        let verdict: Verdict = competence.verdict(&unit, first_batch, g.group_size);
+        if verdict.drawable() {
+            return task;
+        }
+        if draw == g.edge_max_draws {
+            *skipped.entry("forced".to_owned()).or_default() += 1;
+            return task;
+        }
+        *skipped.entry(verdict.skip_reason().to_owned()).or_default() += 1;
+    }
+    draw_task(config, task_rng)
+}
+
 /// The episodes of round `round` of batch `index`: `wanted` training tasks (fresh ones,
-/// or from SFT's first `task_pool`), `group_size` rollouts each. Their keys are
-/// appended to `task_keys`.
+/// or from SFT's first `task_pool`; at the edge of `competence` with
+/// `task_sampling = "edge"`), `group_size` rollouts each. Their keys are appended to
+/// `gathered.task_keys`.
 fn round_specs(
     config: &TrainConfig,
     index: usize,
     round: usize,
     wanted: usize,
-    task_keys: &mut Vec<String>,
+    competence: &Competence,
+    gathered: &mut Gathered,
 ) -> Vec<EpisodeSpec> {
     let g = &config.grpo;
     let mut task_rng =
         RandomStream::new(config.seed, TASK_STREAM + 64 * index as u64 + round as u64);
     let mut specs = Vec::with_capacity(wanted * g.group_size);
     for group in 0..wanted {
-        let task = if g.task_pool > 0 {
-            let pool = u32::try_from(g.task_pool).unwrap_or(u32::MAX);
-            demonstration_task(config, task_rng.below(pool) as usize)
-        } else {
-            generate_task(
-                Split::Train,
-                u64::from(task_rng.next_u32()) << 32 | u64::from(task_rng.next_u32()),
-            )
-        };
-        task_keys.push(task.key.clone());
+        let task = group_task(
+            config,
+            index,
+            &mut task_rng,
+            competence,
+            &mut gathered.edge_skipped,
+        );
+        gathered.task_keys.push(task.key.clone());
         for sample in 0..g.group_size {
             specs.push(EpisodeSpec {
                 task: task.clone(),
@@ -114,7 +172,8 @@ fn round_specs(
     specs
 }
 
-/// Collects batch `index` with `model`, a snapshot of policy version `version`.
+/// Collects batch `index` with `model`, a snapshot of policy version `version`; with
+/// `task_sampling = "edge"`, its tasks are drawn by `competence`.
 ///
 /// # Errors
 /// When the model's logits cannot be read back from the device.
@@ -124,6 +183,7 @@ pub fn collect(
     device: &Device,
     index: usize,
     version: usize,
+    competence: &Competence,
 ) -> anyhow::Result<PendingBatch> {
     let g = &config.grpo;
     let info = policy_info(config, format!("grpo-{version}"));
@@ -139,7 +199,7 @@ pub fn collect(
         if wanted == 0 {
             break;
         }
-        let specs = round_specs(config, index, round, wanted, &mut gathered.task_keys);
+        let specs = round_specs(config, index, round, wanted, competence, &mut gathered);
         let rollouts = roll_out(model, device, &specs, &config.harness, &sampler, &info)?;
         gathered.sampled += rollouts.len();
         gathered.sampled_successes += rollouts.iter().filter(|r| r.record.success()).count();
@@ -147,8 +207,11 @@ pub fn collect(
             .iter()
             .map(|r| r.record.generated_tokens())
             .sum::<usize>();
-        for group in rollouts.chunks(g.group_size) {
-            gathered.offer(group.to_vec(), config);
+        for (group, spec) in rollouts
+            .chunks(g.group_size)
+            .zip(specs.chunks(g.group_size))
+        {
+            gathered.offer(group.to_vec(), config, &spec[0].task.key);
         }
     }
     Ok(PendingBatch {
@@ -169,6 +232,8 @@ pub fn collect(
         },
         task_keys: gathered.task_keys,
         sampled_successes: gathered.sampled_successes,
+        sampled_groups: gathered.sampled_groups,
+        edge_skipped: gathered.edge_skipped,
     })
 }
 
@@ -189,4 +254,91 @@ pub fn regroup(batch: &PendingBatch) -> Vec<Vec<Rollout>> {
 pub fn distinct(keys: &[String]) -> Vec<String> {
     let set: BTreeSet<&String> = keys.iter().collect();
     set.into_iter().cloned().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::grpo::competence::GroupOutcome;
+
+    fn edge_config() -> TrainConfig {
+        let mut config = TrainConfig::default();
+        config.grpo.task_sampling = TaskSampling::Edge;
+        config.grpo.edge_max_draws = 4;
+        config.grpo.group_size = 6;
+        config
+    }
+
+    /// The task the stream of batch 5, round 0 draws first, and its unit.
+    fn first_draw(config: &TrainConfig) -> (Task, String) {
+        let mut rng = RandomStream::new(config.seed, TASK_STREAM + 64 * 5);
+        let task = draw_task(config, &mut rng);
+        let unit = config.grpo.edge_unit.of(&task.key);
+        (task, unit)
+    }
+
+    fn pick(config: &TrainConfig, competence: &Competence) -> (Task, BTreeMap<String, usize>) {
+        let mut rng = RandomStream::new(config.seed, TASK_STREAM + 64 * 5);
+        let mut skipped = BTreeMap::new();
+        let task = group_task(config, 5, &mut rng, competence, &mut skipped);
+        (task, skipped)
+    }
+
+    #[test]
+    fn unknown_and_edge_units_are_drawn_as_they_come() {
+        let config = edge_config();
+        let (first, unit) = first_draw(&config);
+        let (task, skipped) = pick(&config, &Competence::default());
+        assert_eq!(task.key, first.key);
+        assert!(skipped.is_empty());
+        let mut competence = Competence::default();
+        let outcome = GroupOutcome {
+            batch: 4,
+            successes: 3,
+            rollouts: 6,
+        };
+        competence.record(unit, outcome);
+        assert_eq!(pick(&config, &competence).0.key, first.key);
+    }
+
+    #[test]
+    fn a_unit_always_solved_recently_is_skipped_and_counted() {
+        let config = edge_config();
+        let (first, unit) = first_draw(&config);
+        let mut competence = Competence::default();
+        let solved = GroupOutcome {
+            batch: 4,
+            successes: 6,
+            rollouts: 6,
+        };
+        competence.record(unit.clone(), solved);
+        let (task, skipped) = pick(&config, &competence);
+        assert_ne!(config.grpo.edge_unit.of(&task.key), unit);
+        assert!(skipped["solved"] >= 1);
+        // Outside the recent window the unit is unknown again.
+        let mut stale = config.clone();
+        stale.grpo.edge_recent_steps = 1;
+        assert_eq!(pick(&stale, &competence).0.key, first.key);
+        // Off, the first draw is taken whatever the history says.
+        let mut off = config.clone();
+        off.grpo.task_sampling = TaskSampling::Uniform;
+        assert_eq!(pick(&off, &competence).0.key, first.key);
+    }
+
+    #[test]
+    fn after_the_most_draws_one_is_taken_anyway() {
+        let mut config = edge_config();
+        config.grpo.edge_max_draws = 1;
+        let (first, unit) = first_draw(&config);
+        let mut competence = Competence::default();
+        let unsolved = GroupOutcome {
+            batch: 5,
+            successes: 0,
+            rollouts: 6,
+        };
+        competence.record(unit, unsolved);
+        let (task, skipped) = pick(&config, &competence);
+        assert_eq!(task.key, first.key);
+        assert_eq!(skipped.get("forced"), Some(&1));
+    }
 }

@@ -7,7 +7,9 @@
 //!    rollout in its own environment with its own seed; with dynamic sampling, groups
 //!    whose rewards are all equal are dropped and more tasks are sampled (at most
 //!    `max_refill_rounds` times), and the extra rollouts are logged. Episodes that an
-//!    environment fault ended are left out (`exclude_env_faults`) and counted.
+//!    environment fault ended are left out (`exclude_env_faults`) and counted. With
+//!    `task_sampling = "edge"`, tasks are drawn where the policy's recent pass rate is strictly
+//!    between 0 and 1 ([`competence`]).
 //! 2. **Advantages** over complete groups with `core::math::advantage` (mean or
 //!    leave-one-out baseline, group / batch / no scaling, population or sample std).
 //! 3. **Update** ([`update`]). `epochs` passes; each pass splits the groups into
@@ -17,6 +19,7 @@
 //! [`preflight`] checks run before the first update and stop the run if one fails.
 
 mod collect;
+pub mod competence;
 pub mod preflight;
 mod settings;
 pub mod update;
@@ -32,6 +35,7 @@ use burn::prelude::*;
 
 use collect::regroup;
 pub use collect::{collect, distinct};
+use competence::TaskSampling;
 pub use settings::advantage_options;
 
 use crate::checkpoint::PendingBatch;
@@ -134,7 +138,22 @@ fn step(trainer: &mut Trainer) -> Result<MetricsRow> {
     let mut generated_before = 0;
     while trainer.pending.len() < g.max_policy_lag + 1 {
         let index = step + trainer.pending.len();
-        let batch = collect(&config, &policy, &trainer.plain, index, step)?;
+        let batch = collect(
+            &config,
+            &policy,
+            &trainer.plain,
+            index,
+            step,
+            &trainer.competence,
+        )?;
+        if g.task_sampling == TaskSampling::Edge {
+            trainer.competence.absorb(
+                g.edge_unit,
+                g.edge_recent_steps,
+                index,
+                &batch.sampled_groups,
+            );
+        }
         // Every token generated while collecting, discarded groups included.
         generated_before += batch.sampled_tokens;
         trainer.pending.push_back(batch);
@@ -197,6 +216,9 @@ fn batch_row(config: &TrainConfig, step: usize, batch: &PendingBatch, groups: us
     row.task_keys = Some(distinct(&batch.task_keys));
     row.discarded = Some(batch.discarded.clone());
     row.effective_group_fraction = Some(batch.effective_fraction);
+    if g.task_sampling == TaskSampling::Edge {
+        row.edge_skipped = Some(batch.edge_skipped.clone());
+    }
     row.sampled_success_rate = Some(batch.sampled_successes as f64 / batch.sampled.max(1) as f64);
     let kept = &batch.rollouts;
     if !kept.is_empty() {
