@@ -12,7 +12,8 @@
 #   1. bench-arlbook.json, bench-torch.json: the trainer's synthetic GRPO workload at
 #      the GPU config's model shape, arlbook (burn wgpu) and PyTorch (CUDA) side by side;
 #   2. metrics.jsonl: a shortened run of configs/gpu.toml (SFT_STEPS SFT steps, then
-#      GRPO_STEPS GRPO steps, stopped after TRAIN_SECONDS), whose rows carry tokens/s;
+#      GRPO_STEPS GRPO steps, no probes and no selection, stopped after
+#      TRAIN_SECONDS), whose rows carry tokens/s;
 #   3. summary.json: the ratios and the median tokens/s of each stage;
 # plus gpu.csv (nvidia-smi) and log.txt (everything printed).
 #
@@ -69,6 +70,8 @@ awk -v sft="$sft_steps" -v grpo="$grpo_steps" '
     /^\[/ { section = $0 }
     section == "[sft]" && /^steps *=/ { $0 = "steps = " sft }
     section == "[grpo]" && /^steps *=/ { $0 = "steps = " grpo }
+    section == "[sft]" && /^probe_every *=/ { $0 = "probe_every = 0" }
+    section == "[selection]" && /^enabled *=/ { $0 = "enabled = false" }
     { print }' "$config" >"$short"
 run=$(mktemp -d)
 timeout "$train_seconds" "$bin" train --config "$short" --out "$run" --backend "$backend"
