@@ -1,7 +1,8 @@
 //! `arlbook serve` against a hostile web and careless clients, with the real server on
 //! loopback and raw sockets: cross-site writes and DNS rebinding are refused, the job
-//! queue has a cap, headers have a deadline, silent connections cannot lock the server
-//! out (not with a small descriptor limit either).
+//! queue has a cap, headers and first bytes have deadlines, silent connections cannot
+//! lock the server out (not beyond the connection cap, nor with a small descriptor
+//! limit), and a full server closes idle connections, never one being answered.
 
 // The helpers below are part of the tests: an unwrap that fails is a failed test.
 #![allow(clippy::unwrap_used)]
@@ -211,8 +212,8 @@ fn silent_sockets_beyond_the_cap_and_the_descriptor_limit_do_not_lock_the_server
         &data,
         &["--header-timeout", "2", "--max-connections", "8"],
     );
-    // More silent sockets than connections allowed: the health check waits for the
-    // deadline to cut some, then is answered.
+    // More silent sockets than connections allowed: the oldest are closed to make
+    // room, and the health check is answered.
     let silent: Vec<TcpStream> = (0..20)
         .map(|_| TcpStream::connect(&server.addr).unwrap())
         .collect();
@@ -384,6 +385,277 @@ fn a_computation_past_the_request_deadline_is_stopped() {
         cancelled >= 1 && cancelled as usize <= timed_out,
         "{cancelled} stopped for {timed_out} answered 408: {state}"
     );
+    drop(server);
+    let _ = std::fs::remove_dir_all(&data);
+}
+
+/// Asks for `/api/health` on a new connection and gives up after `limit` (connecting,
+/// sending and reading together); the JSON body, or what went wrong.
+fn health_within(addr: &str, limit: Duration) -> Result<Value, String> {
+    let start = Instant::now();
+    let socket: std::net::SocketAddr = addr.parse().unwrap();
+    let mut stream =
+        TcpStream::connect_timeout(&socket, limit).map_err(|e| format!("connecting: {e}"))?;
+    stream.set_write_timeout(Some(limit)).unwrap();
+    let request = format!("GET /api/health HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    stream
+        .write_all(request.as_bytes())
+        .map_err(|e| format!("sending: {e}"))?;
+    let mut answer = Vec::new();
+    let mut chunk = [0_u8; 4096];
+    loop {
+        let left = limit.saturating_sub(start.elapsed());
+        if left.is_zero() {
+            return Err(format!("no whole answer within {limit:?}: {answer:?}"));
+        }
+        stream.set_read_timeout(Some(left)).unwrap();
+        match stream.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => answer.extend_from_slice(&chunk[..n]),
+            Err(e) => return Err(format!("reading after {:?}: {e}", start.elapsed())),
+        }
+    }
+    let answer = String::from_utf8_lossy(&answer);
+    let (head, body) = answer
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| format!("no head in {answer:?}"))?;
+    if !head.starts_with("HTTP/1.1 200 ") {
+        return Err(format!("not 200: {answer:?}"));
+    }
+    serde_json::from_str(body).map_err(|e| format!("not JSON ({e}): {body:?}"))
+}
+
+/// A count of the `connections` object of a health answer.
+fn connections(health: &Value, name: &str) -> u64 {
+    health["connections"][name]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no connections.{name} in {health}"))
+}
+
+/// Waits until the server has closed `stream` (end of file or a reset), at most until
+/// `limit`; whether it did.
+fn closed_by(stream: &mut TcpStream, limit: Instant) -> bool {
+    let left = limit.saturating_duration_since(Instant::now());
+    stream
+        .set_read_timeout(Some(left.max(Duration::from_millis(1))))
+        .unwrap();
+    let mut byte = [0_u8; 1];
+    match stream.read(&mut byte) {
+        Ok(0) => true,
+        Ok(_) => panic!("the server sent bytes on a connection that sent none"),
+        Err(e) => !matches!(
+            e.kind(),
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+        ),
+    }
+}
+
+#[test]
+fn a_flood_of_silent_connections_beyond_the_cap_does_not_delay_a_prompt_request() {
+    const FLOOD: u64 = 96;
+    let data = scratch("flood");
+    let server = Server::start_with(
+        &arlbook(),
+        INDEX,
+        &data,
+        &[
+            "--max-connections",
+            "32",
+            "--first-byte-timeout",
+            "5",
+            "--header-timeout",
+            "60",
+        ],
+    );
+    // Three times the cap, from one client, all connected before the request.
+    let opened = Instant::now();
+    let mut flood: Vec<TcpStream> = (0..FLOOD)
+        .map(|_| TcpStream::connect(&server.addr).unwrap())
+        .collect();
+    // The requirement: an answer within 1 s while the flood is open. Up to three tries
+    // of 1 s each, all well inside the flood's 5 s first-byte deadline.
+    let mut failures = Vec::new();
+    let health = loop {
+        match health_within(&server.addr, Duration::from_secs(1)) {
+            Ok(health) => break health,
+            Err(failure) => failures.push(failure),
+        }
+        assert!(
+            failures.len() < 3,
+            "no answer within 1 s while {FLOOD} silent connections were open: {failures:?}"
+        );
+    };
+    let cap = connections(&health, "cap");
+    assert!((1..=32).contains(&cap), "{health}");
+    // Answered with the server full: room was made by closing silent connections.
+    assert_eq!(connections(&health, "open"), cap, "{health}");
+    assert!(
+        connections(&health, "closed_idle_for_room") > FLOOD - cap,
+        "{health}"
+    );
+    assert_eq!(
+        connections(&health, "closed_unfinished_headers_for_room"),
+        0,
+        "{health}"
+    );
+    assert_eq!(
+        connections(&health, "accept_paused_all_busy"),
+        0,
+        "{health}"
+    );
+    // Every silent connection is closed: for room at once, or by the first-byte
+    // deadline (5 s; the header deadline of 60 s is far off).
+    let limit = opened + Duration::from_secs(5 + 20);
+    for (i, stream) in flood.iter_mut().enumerate() {
+        assert!(
+            closed_by(stream, limit),
+            "silent connection {i} still open 25 s after it was opened"
+        );
+    }
+    drop(flood);
+    let health = health_within(&server.addr, Duration::from_secs(60)).unwrap();
+    let for_room = connections(&health, "closed_idle_for_room");
+    let by_deadline = connections(&health, "closed_first_byte_deadline");
+    assert!(by_deadline >= 1, "{health}");
+    if failures.is_empty() {
+        // Each silent connection was closed once, in one of the two ways.
+        assert_eq!(for_room + by_deadline, FLOOD, "{health}");
+    } else {
+        assert!(for_room + by_deadline >= FLOOD, "{health}");
+    }
+    assert!(connections(&health, "open") >= 1, "{health}");
+    drop(server);
+    let _ = std::fs::remove_dir_all(&data);
+}
+
+#[test]
+fn a_slow_client_that_sends_its_first_byte_in_time_is_served() {
+    let data = scratch("slow-first-byte");
+    let server = Server::start_with(
+        &arlbook(),
+        INDEX,
+        &data,
+        &["--first-byte-timeout", "1", "--header-timeout", "60"],
+    );
+    let mut silent = TcpStream::connect(&server.addr).unwrap();
+    let mut slow = TcpStream::connect(&server.addr).unwrap();
+    slow.write_all(b"G").unwrap();
+    // The first-byte deadline closes the silent connection...
+    assert!(
+        closed_by(&mut silent, Instant::now() + Duration::from_secs(30)),
+        "a silent connection outlived a 1 s first-byte deadline by 30 s"
+    );
+    // ...but not the slow one, which sent a byte in time: it finishes its headers
+    // after that deadline, a piece at a time, within the header deadline.
+    slow.write_all(b"ET /api/health HTTP/1.1\r\n").unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let rest = format!("Host: {}\r\nConnection: close\r\n\r\n", server.addr);
+    slow.write_all(rest.as_bytes()).unwrap();
+    slow.set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    let mut answer = String::new();
+    slow.read_to_string(&mut answer).unwrap();
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap();
+    assert!(head.starts_with("HTTP/1.1 200 "), "{answer}");
+    let health: Value = serde_json::from_str(body).unwrap();
+    assert_eq!(
+        connections(&health, "closed_first_byte_deadline"),
+        1,
+        "{health}"
+    );
+    drop(server);
+    let _ = std::fs::remove_dir_all(&data);
+}
+
+#[test]
+fn a_full_server_closes_idle_connections_never_a_response_being_sent() {
+    const FILE_BYTES: usize = 32 << 20;
+    const SILENT: u64 = 20;
+    let data = scratch("busy-kept");
+    let server = Server::start_with(
+        &arlbook(),
+        INDEX,
+        &data,
+        &["--max-connections", "3", "--first-byte-timeout", "60"],
+    );
+    // Far more than the socket buffers hold: the response stays unfinished while the
+    // client does not read.
+    let web = data.with_extension("web");
+    std::fs::write(web.join("big.bin"), vec![7_u8; FILE_BYTES]).unwrap();
+    // A keep-alive connection that has had its answer: idle from then on.
+    let mut kept_alive = TcpStream::connect(&server.addr).unwrap();
+    let request = format!("GET /api/health HTTP/1.1\r\nHost: {}\r\n\r\n", server.addr);
+    kept_alive.write_all(request.as_bytes()).unwrap();
+    kept_alive
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    let mut answer = Vec::new();
+    while !answer.ends_with(b"}") {
+        let mut chunk = [0_u8; 4096];
+        let n = kept_alive.read(&mut chunk).unwrap();
+        assert!(n > 0, "closed after {answer:?}");
+        answer.extend_from_slice(&chunk[..n]);
+    }
+    assert!(answer.starts_with(b"HTTP/1.1 200 "), "{answer:?}");
+    let mut download = TcpStream::connect(&server.addr).unwrap();
+    let request = format!(
+        "GET /big.bin HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
+        server.addr
+    );
+    download.write_all(request.as_bytes()).unwrap();
+    download
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    let mut received = vec![0_u8; 1024];
+    let first = download.read(&mut received).unwrap();
+    received.truncate(first);
+    assert!(received.starts_with(b"HTTP/1.1 200 "), "{received:?}");
+    // The cap is 3, the download and the keep-alive connection hold two: the second
+    // silent connection makes room by closing the keep-alive one (idle longest), each
+    // later one by closing the silent one before it, the health check the last.
+    let mut silent: Vec<TcpStream> = (0..SILENT)
+        .map(|_| TcpStream::connect(&server.addr).unwrap())
+        .collect();
+    let health = health_within(&server.addr, Duration::from_secs(60)).unwrap();
+    assert_eq!(connections(&health, "cap"), 3, "{health}");
+    assert_eq!(
+        connections(&health, "closed_idle_for_room"),
+        SILENT,
+        "{health}"
+    );
+    assert_eq!(
+        connections(&health, "accept_paused_all_busy"),
+        0,
+        "{health}"
+    );
+    let limit = Instant::now() + Duration::from_secs(30);
+    assert!(
+        closed_by(&mut kept_alive, limit),
+        "the idle keep-alive connection still open"
+    );
+    let newest = silent.pop().unwrap();
+    for (i, stream) in silent.iter_mut().enumerate() {
+        assert!(closed_by(stream, limit), "silent connection {i} still open");
+    }
+    // The newest silent connection was kept, and is answered when it asks.
+    let mut newest = newest;
+    let request = format!(
+        "GET /api/health HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
+        server.addr
+    );
+    newest.write_all(request.as_bytes()).unwrap();
+    newest
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    let mut answer = String::new();
+    newest.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200 "), "{answer}");
+    // The download was left alone and completes.
+    let mut rest = Vec::new();
+    download.read_to_end(&mut rest).unwrap();
+    received.extend_from_slice(&rest);
+    let head_end = received.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+    assert_eq!(received.len() - head_end - 4, FILE_BYTES);
     drop(server);
     let _ = std::fs::remove_dir_all(&data);
 }

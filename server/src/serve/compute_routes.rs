@@ -5,20 +5,22 @@
 //! dropped: when the request deadline (`--request-timeout`) answers 408, or when the
 //! client closes the connection. The computation's loops then stop at their next check
 //! instead of finishing work nobody will read. `GET /api/health` reports how many
-//! computations are running.
+//! computations are running, and the accept loop's connection counts.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use arlbook_core::cancel::{self, CancelToken};
 use arlbook_core::{FieldError, api};
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::Path;
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use super::error_response;
+use super::listen::ConnectionCounts;
 
 fn known(name: &str) -> bool {
     api::ENTRIES.iter().any(|e| e.name == name)
@@ -65,13 +67,14 @@ impl Drop for CancelOnDrop {
 }
 
 /// `GET /api/health`: the version, the computations running now and those stopped
-/// unfinished since the start.
-pub async fn health() -> Json<Value> {
+/// unfinished since the start, and the connections (see [`ConnectionCounts::report`]).
+pub async fn health(State(connections): State<Arc<ConnectionCounts>>) -> Json<Value> {
     Json(json!({
         "status": "ok",
         "version": env!("CARGO_PKG_VERSION"),
         "computations_running": RUNNING.load(Ordering::Relaxed),
         "computations_cancelled": CANCELLED.load(Ordering::Relaxed),
+        "connections": connections.report(),
     }))
 }
 

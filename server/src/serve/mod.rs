@@ -2,7 +2,7 @@
 //! API over HTTP.
 //!
 //! Routes (all described in `GET /api/openapi.json`):
-//! - `GET /api/health`: liveness and version.
+//! - `GET /api/health`: liveness, version, running computations and connection counts.
 //! - `GET /api/compute`, `GET /api/compute/{name}/example`, `POST /api/compute/{name}`:
 //!   the compute API; a rejected input answers 422 with `{"error": {"field", "message"}}`.
 //! - `GET /api/presets`: the training presets of `--configs DIR` (name, summary, every
@@ -41,6 +41,7 @@ use crate::jobs::runner::{Limits, Runner};
 use job_routes::JobsState;
 
 mod compute_routes;
+mod connections;
 pub mod hardening;
 mod job_routes;
 mod listen;
@@ -93,12 +94,16 @@ pub struct ServeArgs {
     /// besides the server's own; repeatable.
     #[arg(long = "allowed-origin", value_name = "ORIGIN")]
     pub allowed_origins: Vec<String>,
-    /// Open connections at most; more wait until one closes (lowered to leave part of
-    /// the process's descriptor limit free).
+    /// Open connections at most (lowered to leave part of the process's descriptor limit
+    /// free). At the cap, the connection idle longest is closed to make room for a new
+    /// one; one whose request is being answered is never closed for room.
     #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub max_connections: u32,
-    /// Seconds a connection has to send its request headers, and to start its next
-    /// request when idle; then it is closed.
+    /// Seconds a new connection has to send its first byte; then it is closed.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub first_byte_timeout: u64,
+    /// Seconds a connection has to send its request headers once it has sent a byte,
+    /// and to start its next request when idle; then it is closed.
     #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub header_timeout: u64,
     /// Seconds a request may take before it is answered 408; a computation still
@@ -138,6 +143,7 @@ pub fn router(
     token: hardening::Token,
     same_origin: same_origin::SameOrigin,
     request_timeout: Duration,
+    connections: Arc<listen::ConnectionCounts>,
 ) -> Router {
     let web_dir: Arc<Path> = Arc::from(web_dir);
     let job_api = Router::new()
@@ -155,7 +161,10 @@ pub fn router(
         .layer(RequestBodyLimitLayer::new(MAX_JOB_BODY_BYTES))
         .with_state(jobs);
     Router::new()
-        .route("/api/health", get(compute_routes::health))
+        .route(
+            "/api/health",
+            get(compute_routes::health).with_state(connections),
+        )
         .route("/api/openapi.json", get(openapi_document))
         .route("/api/compute", get(compute_routes::list))
         .route("/api/compute/{name}/example", get(compute_routes::example))
@@ -282,12 +291,21 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
             origins: args.allowed_origins.iter().cloned().collect(),
         };
         let limits = listen::ConnectionLimits {
+            first_byte_timeout: Duration::from_secs(args.first_byte_timeout),
             header_timeout: Duration::from_secs(args.header_timeout),
             max_connections: args.max_connections as usize,
         };
         let request_timeout = Duration::from_secs(args.request_timeout);
-        let app = router(&args.web, jobs, token, same_origin, request_timeout);
-        listen::serve(listener, app, limits, async move {
+        let connections = Arc::new(listen::ConnectionCounts::default());
+        let app = router(
+            &args.web,
+            jobs,
+            token,
+            same_origin,
+            request_timeout,
+            Arc::clone(&connections),
+        );
+        listen::serve(listener, app, limits, connections, async move {
             stop_signal().await;
             // Ends the metrics streams so their connections can close.
             let _ = shutdown_sender.send(true);

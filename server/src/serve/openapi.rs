@@ -42,7 +42,7 @@ pub const OPERATIONS: &[Operation] = &[
     op(
         "get",
         "/api/health",
-        "Liveness, version, `computations_running` (compute requests being worked on) and `computations_cancelled` (stopped unfinished since the start).",
+        "Liveness, version, `computations_running` (compute requests being worked on), `computations_cancelled` (stopped unfinished since the start) and `connections`: `open`, `cap` (the connection cap in force), `closed_first_byte_deadline` (closed for sending no byte in time), `closed_idle_for_room` and `closed_unfinished_headers_for_room` (closed at the cap to make room for a new connection), `accept_paused_all_busy` (times every connection at the cap was answering a request, so new ones waited).",
         ("200", "ok"),
         false,
     ),
