@@ -50,6 +50,11 @@ fn fixtures_cover_every_entry_and_both_frameworks() {
         "trl_advantages_",
         "verl_kl_",
         "verl_gae_",
+        "conv_verl_masked_whiten_",
+        "importance_given_draws",
+        "trl_entropies_",
+        "trl_luspo_padded_",
+        "trl_vespo_padded_",
     ] {
         assert!(
             names.iter().any(|n| n.starts_with(prefix)),

@@ -5,11 +5,14 @@ Re-states, in numpy on padded [batch, time] arrays with a mask, the formulas of 
 public trainers as read from their sources:
 
   * TRL   trl/trainer/grpo_trainer.py  (advantages in _generate_and_score_completions,
-          the loss in GRPOTrainer._compute_loss), trl/trainer/utils.py nanstd;
+          the loss in GRPOTrainer._compute_loss with its entropy bonus and its
+          gradient-accumulation / global-token-count normalizers, get_gamma_weights for
+          vespo, luspo's mean over the padded batch), trl/trainer/utils.py nanstd;
   * verl  verl/trainer/ppo/core_algos.py (compute_grpo_outcome_advantage,
           compute_rloo_outcome_advantage, compute_gae_advantage_return, agg_loss,
-          compute_policy_loss_vanilla / _gspo / _cispo / _sapo, kl_penalty) and the KL
-          term of verl/workers/actor/dp_actor.py.
+          compute_policy_loss_vanilla / _gspo / _cispo / _sapo, kl_penalty), the KL
+          term of verl/workers/actor/dp_actor.py, and verl/utils/torch_functional.py
+          (masked_mean, masked_var, masked_whiten).
 
 It shares no code with the Rust crate: it works on padded tensors with junk in the
 padding (so masking mistakes would show), and derives token weights by feeding unit
@@ -22,10 +25,14 @@ Deliberate omissions (documented in core::math): verl's 1e-8 guard on row length
 (relative effect < 1e-8 on non-empty rows), verl's [-20, 20] log-ratio clamp before exp
 (inactive for the ratios generated here).
 
-Run: python3 tests/reference/policy_reference.py   (numpy only; deterministic seed)
+Run: python3 tests/reference/policy_reference.py   (numpy only; deterministic seed).
+A file whose numbers are unchanged up to the last digits of a sum (numpy versions sum
+in different orders) is left as it is, so regenerating only adds or changes cases that
+changed.
 """
 
 import json
+import math
 import os
 
 import numpy as np
@@ -66,10 +73,29 @@ def random_logps(lengths, spread=0.35):
     return logp, old, ref
 
 
+def same_numbers(a, b, rel=1e-14):
+    """Equal JSON documents, numbers to within rel (the last digits of a sum can move
+    with numpy's summation order from one version to the next)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same_numbers(a[k], b[k], rel) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(same_numbers(x, y, rel) for x, y in zip(a, b))
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
+        return abs(a - b) <= rel * max(abs(a), abs(b), 1e-300)
+    return a == b
+
+
 def write(name, entry, source, request, expected):
     os.makedirs(OUT, exist_ok=True)
     doc = {"entry": entry, "source": source, "request": request, "expected": expected}
-    with open(os.path.join(OUT, name + ".json"), "w") as f:
+    path = os.path.join(OUT, name + ".json")
+    # Round-trip through JSON first, so the comparison sees what the file would hold.
+    doc = json.loads(json.dumps(doc))
+    if os.path.exists(path):
+        with open(path) as f:
+            if same_numbers(json.load(f), doc):
+                return  # unchanged up to rounding: keep the committed file as it is
+    with open(path, "w") as f:
         json.dump(doc, f, indent=1, sort_keys=True)
         f.write("\n")
 
@@ -1061,6 +1087,342 @@ def convention_cases():
                "convention": "trl"})
 
 
+# --------------------------------- TRL's padded batch, issue 40 (a separate RNG stream)
+#
+# GRPOTrainer._compute_loss restated once more, whole, on (B, T) arrays: every loss
+# type including luspo's mean over all B*T positions and vespo's get_gamma_weights, the
+# entropy bonus from given per-token entropies, and the gradient-accumulation and
+# global-token-count normalizers. Requests give TRL's padded rows with completion_mask;
+# padding holds junk wherever TRL masks it, and real log-probabilities where TRL reads
+# it (luspo's KL). Gradients are central differences of the loss (fourth order, checked
+# at two step sizes), with vespo's phi held fixed as TRL's no_grad holds it.
+
+LN_1E8 = math.log(1e-8)
+
+
+def trl_gamma_weights(a, log_ratio, mask, is_ratio, k_pos, lambda_pos, k_neg, lambda_neg):
+    """GRPOTrainer.get_gamma_weights: phi of the clamped sequence log-ratio, (B,1) or (B,T)."""
+    seq = (np.clip(log_ratio, -20.0, 20.0) * mask).sum(-1, keepdims=True)
+    if is_ratio is not None:
+        with np.errstate(divide="ignore"):
+            seq = seq + np.clip(np.log(is_ratio), LN_1E8, 20.0).sum(-1, keepdims=True)
+    log_w = np.clip(seq, LN_1E8, 20.0)
+    w = np.exp(log_w)
+    nonneg = a >= 0
+    k = np.where(nonneg, k_pos, k_neg)
+    lam = np.maximum(np.where(nonneg, lambda_pos, lambda_neg), 1e-4)
+    with np.errstate(over="ignore"):
+        phi = np.exp(lam + k * log_w - lam * w)
+    return np.nan_to_num(phi, nan=0.0, posinf=0.0, neginf=0.0)
+
+
+def trl_loss_full(logp, old, ref, adv, mask, loss_type, epsilon=0.2, epsilon_high=None, beta=0.0,
+                  level="token", delta=None, max_completion_length=512, tau_pos=1.0, tau_neg=1.05,
+                  is_ratio=None, off_policy_mask=None, use_bias_correction_kl=False,
+                  vespo=(2.0, 3.0, 3.0, 2.0), phi=None, entropies=None, entropy_coef=0.0,
+                  gradient_accumulation_steps=1, num_items_in_batch=None, num_processes=1):
+    """GRPOTrainer._compute_loss in train mode: returns (loss, entropy_loss, phi).
+
+    adv (B,) or (B,T); is_ratio (B,T), (B,1) or None; off_policy_mask (B,1) or None;
+    phi, when given, replaces vespo's gamma weights (held fixed for a gradient)."""
+    eps_low = epsilon
+    eps_high = epsilon if epsilon_high is None else epsilon_high
+    a = adv[:, None] if adv.ndim == 1 else adv
+    log_ratio = logp - old
+    if level == "token":
+        log_w = log_ratio
+    else:
+        log_w = ((log_ratio * mask).sum(-1) / np.maximum(mask.sum(-1), 1.0))[:, None]
+    coef_1 = np.exp(log_w)
+    if beta != 0.0:
+        kl = np.exp(ref - logp) - (ref - logp) - 1.0
+        if use_bias_correction_kl:
+            kl = kl * coef_1
+    if loss_type == "cispo":
+        per_token = -np.minimum(coef_1, eps_high) * a * logp
+    elif loss_type in ("grpo", "bnpo", "dr_grpo", "dapo", "luspo"):
+        coef_2 = np.clip(coef_1, 1 - eps_low, 1 + eps_high)
+        if delta is not None:
+            coef_1 = np.minimum(coef_1, delta)
+        per_token = -np.minimum(coef_1 * a, coef_2 * a)
+    elif loss_type == "sapo":
+        tau = np.where(a > 0, tau_pos, tau_neg)
+        per_token = -(sigmoid(tau * (coef_1 - 1.0)) * 4.0 / tau) * a
+    elif loss_type == "vespo":
+        if phi is None:
+            phi = trl_gamma_weights(a, log_ratio, mask, is_ratio, *vespo)
+        per_token = -phi * a * logp
+    else:
+        raise ValueError(loss_type)
+    if off_policy_mask is not None:
+        per_token = per_token * off_policy_mask
+    if is_ratio is not None and loss_type != "vespo":
+        per_token = per_token * is_ratio
+    if beta != 0.0:
+        per_token = per_token + beta * kl
+    ga = gradient_accumulation_steps
+    if loss_type in ("grpo", "sapo"):
+        loss = ((per_token * mask).sum(-1) / np.maximum(mask.sum(-1), 1.0)).mean()
+        normalizer = ga
+        loss = loss / normalizer
+    elif loss_type == "bnpo":
+        loss = (per_token * mask).sum() / max(mask.sum(), 1.0)
+        normalizer = ga
+        loss = loss / normalizer
+    elif loss_type == "dr_grpo":
+        loss = (per_token * mask).sum() / (per_token.shape[0] * max_completion_length)
+        normalizer = ga
+        loss = loss / normalizer
+    elif loss_type in ("cispo", "dapo", "vespo"):
+        items = mask.sum() if num_items_in_batch is None else num_items_in_batch
+        normalizer = max(items, 1.0) / num_processes
+        loss = (per_token * mask).sum() / normalizer
+    elif loss_type == "luspo":
+        loss = (per_token * mask.sum(1, keepdims=True)).mean()
+        normalizer = ga
+        loss = loss / normalizer
+    entropy_loss = None
+    if entropies is not None:
+        if loss_type in ("cispo", "dapo", "vespo"):
+            entropy_loss = (entropies * mask).sum() / normalizer
+        else:
+            entropy_loss = (entropies * mask).sum() / max(mask.sum(), 1.0) / normalizer
+        loss = loss - entropy_coef * entropy_loss
+    return float(loss), (None if entropy_loss is None else float(entropy_loss)), phi
+
+
+def numeric_gradient(f, x):
+    """d f / d x at every entry: fourth-order central differences at two step sizes,
+    which must agree (no kink within reach)."""
+    def at(h):
+        g = np.zeros_like(x)
+        for idx in np.ndindex(*x.shape):
+            def moved(d):
+                y = x.copy()
+                y[idx] += d
+                return f(y)
+            g[idx] = (8 * (moved(h) - moved(-h)) - (moved(2 * h) - moved(-2 * h))) / (12 * h)
+        return g
+    coarse, fine = at(1e-4), at(5e-5)
+    assert np.allclose(coarse, fine, rtol=1e-9, atol=1e-10), np.abs(coarse - fine).max()
+    return fine
+
+
+def padded_batch(rng, lengths, width, spread=0.4, fill=JUNK, interior_gap=None):
+    """Log-probabilities (B, T): real in the completion, `fill` in the padding (None:
+    real there too); the mask with an optional interior 0 (a tool's tokens)."""
+    b = len(lengths)
+    logp = -rng.uniform(0.05, 3.0, size=(b, width))
+    old = np.minimum(0.0, logp + rng.normal(0.0, spread, size=(b, width)))
+    ref = np.minimum(0.0, logp + rng.normal(0.0, 0.5, size=(b, width)))
+    mask = np.zeros((b, width))
+    for i, n in enumerate(lengths):
+        mask[i, :n] = 1.0
+    if interior_gap is not None:
+        i, t = interior_gap
+        mask[i, t] = 0.0
+    if fill is not None:
+        for x in (logp, old, ref):
+            x[mask == 0] = fill
+    return logp, old, ref, mask
+
+
+def masked_whiten_cases(rng):
+    for shift_mean in (True, False):
+        values = rng.normal(0.3, 1.7, size=(4, 6))
+        mask = np.zeros((4, 6))
+        for i, n in enumerate([6, 3, 5, 2]):
+            mask[i, :n] = 1.0
+        mask[0, 2] = 0.0  # an observation token inside a response
+        values[mask == 0] = JUNK + rng.normal(0.0, 5.0, size=int((mask == 0).sum()))
+        out, mean, var = verl_masked_whiten(values, mask, shift_mean)
+        name = "shift" if shift_mean else "keep_mean"
+        write(f"conv_verl_masked_whiten_{name}", "masked-whiten",
+              "verl torch_functional.masked_whiten(shift_mean=%s): masked_mean + unbiased masked_var, "
+              "every position moved" % shift_mean,
+              {"values": values.tolist(), "mask": mask.tolist(), "shift_mean": shift_mean},
+              {"whitened": out.tolist(), "mean": float(mean), "var": float(var),
+               "count": float(mask.sum())})
+
+
+def importance_draws_cases(rng):
+    mu = np.array([0.1, 0.25, 0.4, 0.25])
+    pi = np.array([0.3, 0.1, 0.2, 0.4])
+    values = np.array([1.0, -0.5, 0.25, 2.0])
+    draws = [list(map(int, rng.choice(4, size=9, p=mu))) for _ in range(5)]
+    w = pi / mu
+    for self_normalized in (False, True):
+        estimates, ess = [], []
+        for d in draws:
+            wi, fi = w[d], values[d]
+            ordinary = (wi * fi).sum() / len(d)
+            snis = (wi * fi).sum() / wi.sum()
+            estimates.append(snis if self_normalized else ordinary)
+            ess.append(wi.sum() ** 2 / (wi ** 2).sum())
+        est = np.array(estimates)
+        second = (mu * (w * values) ** 2).sum()
+        first = (mu * w * values).sum()
+        write("importance_given_draws" + ("_self_normalized" if self_normalized else ""),
+              "importance-sampling-draws", "ordinary / self-normalised IS over given draws (Owen ch. 9)",
+              {"mu": list(mu), "pi": list(pi), "values": list(values), "draws": draws,
+               "self_normalized": self_normalized},
+              {"estimates": list(map(float, est)), "mean": float(est.mean()),
+               "variance": float(est.var(ddof=1)), "ess": float(np.mean(ess)),
+               "exact": float((pi * values).sum()),
+               "variance_ordinary_theory": float((second - first ** 2) / 9)})
+    write("importance_given_draws_one_list", "importance-sampling-draws",
+          "ordinary IS over one given list of draws",
+          {"mu": list(mu), "pi": list(pi), "values": list(values), "draws": draws[0]},
+          {"estimates": [float((w[draws[0]] * values[draws[0]]).mean())], "variance": 0.0})
+
+
+def padded_request(logp, old, mask, adv, ref=None, **fields):
+    req = {"logp": logp.tolist(), "old_logp": old.tolist(), "completion_mask": mask.tolist(),
+           "advantages": adv.tolist()}
+    if ref is not None:
+        req["ref_logp"] = ref.tolist()
+    req.update(fields)
+    return req
+
+
+def trl_padded_cases():
+    rng = np.random.default_rng(20260724)
+    masked_whiten_cases(rng)
+    importance_draws_cases(rng)
+    source = "TRL GRPOTrainer._compute_loss on the padded batch"
+
+    # Item 2 and 4: entropies given, gradient accumulation, global token counts.
+    lengths, width = [5, 2, 6, 3], 7
+    logp, old, ref, mask = padded_batch(rng, lengths, width, interior_gap=(2, 3))
+    adv = rng.normal(0, 1, size=4)
+    ent = rng.uniform(0.1, 2.5, size=(4, width))
+    ent[mask == 0] = 9.0
+    for loss_type, extra in [("grpo", {"gradient_accumulation_steps": 4}),
+                             ("bnpo", {"gradient_accumulation_steps": 3}),
+                             ("dr_grpo", {"gradient_accumulation_steps": 2, "max_completion_length": 16}),
+                             ("dapo", {"num_items_in_batch": 57, "num_processes": 2}),
+                             ("cispo", {"num_items_in_batch": 40, "epsilon_high": 1.4})]:
+        kw = dict(extra)
+        f = lambda lp: trl_loss_full(lp, old, ref, adv, mask, loss_type, beta=0.03, entropies=ent,
+                                     entropy_coef=0.02, epsilon_high=kw.get("epsilon_high", 0.28),
+                                     **{k: v for k, v in kw.items() if k != "epsilon_high"})
+        loss, entropy, _ = f(logp)
+        req = padded_request(logp, old, mask, adv, ref, loss_type=loss_type, beta=0.03,
+                             epsilon_high=kw.get("epsilon_high", 0.28), entropies=ent.tolist(),
+                             entropy_coef=0.02, **{k: v for k, v in kw.items() if k != "epsilon_high"})
+        expected = {"loss": loss, "entropy": entropy, "convention": "trl"}
+        if loss_type != "cispo":  # cispo's clamped ratio is detached: no plain derivative
+            expected["gradient"] = numeric_gradient(f_only(f), logp).tolist()
+        write(f"trl_entropies_{loss_type}_padded", "policy-loss", source + f" loss_type={loss_type} {sorted(extra)}",
+              req, expected)
+    # The ragged form: given entropies, sapo, gradient accumulation.
+    rows = [3, 1, 4]
+    lp_r = [list(-rng.uniform(0.05, 3.0, size=n)) for n in rows]
+    old_r = [[min(0.0, x + rng.normal(0.0, 0.3)) for x in r] for r in lp_r]
+    ent_r = [list(rng.uniform(0.0, 2.0, size=n)) for n in rows]
+    adv_r = rng.normal(0, 1, size=3)
+    lp_p, m_p = pad(lp_r)
+    ol_p, _ = pad(old_r)
+    en_p, _ = pad(ent_r)
+    loss, entropy, _ = trl_loss_full(lp_p, ol_p, None, adv_r, m_p, "sapo", entropies=en_p,
+                                     entropy_coef=0.05, gradient_accumulation_steps=2)
+    req = ragged_request(lp_r, old_r)
+    req.update({"advantages": list(adv_r), "loss_type": "sapo", "entropies": ent_r,
+                "entropy_coef": 0.05, "gradient_accumulation_steps": 2})
+    write("trl_entropies_sapo_ragged", "policy-loss", source + " (ragged) loss_type=sapo",
+          req, {"loss": loss, "entropy": entropy, "convention": "trl"})
+
+    # Item 5: luspo with beta > 0 over every position, padding included.
+    lengths, width = [4, 2, 5, 1], 5
+    logp, old, ref, mask = padded_batch(rng, lengths, width, fill=None)
+    old[mask == 0] = JUNK  # never read: the sequence log-ratio is masked
+    adv = rng.normal(0, 1, size=4)
+    for name, kw in [("beta", {"beta": 0.05}),
+                     ("beta_bias_kl", {"beta": 0.05, "use_bias_correction_kl": True, "delta": 1.6})]:
+        f = lambda lp: trl_loss_full(lp, old, ref, adv, mask, "luspo", level="sequence",
+                                     epsilon_high=0.28, gradient_accumulation_steps=2, **kw)[0]
+        loss = f(logp)
+        req = padded_request(logp, old, mask, adv, ref, loss_type="luspo", epsilon_high=0.28,
+                             importance_sampling_level="sequence", gradient_accumulation_steps=2, **kw)
+        weights = mask.sum(1, keepdims=True) / (mask.size * 2) * np.ones_like(mask)
+        write(f"trl_luspo_padded_{name}", "policy-loss", source + f" loss_type=luspo {sorted(kw)}",
+              req, {"loss": loss, "gradient": numeric_gradient(f, logp).tolist(),
+                    "token_weights": weights.tolist(), "convention": "trl"})
+    # A per-token importance ratio whose padded values are not 1: (B,T) through it alone.
+    is_ratio = rng.uniform(0.5, 1.5, size=mask.shape)
+    f = lambda lp: trl_loss_full(lp, old, ref, adv, mask, "luspo", level="sequence",
+                                 is_ratio=is_ratio)[0]
+    req = padded_request(logp, old, mask, adv, loss_type="luspo",
+                         importance_sampling_level="sequence", importance_sampling_ratio=is_ratio.tolist())
+    write("trl_luspo_padded_is_ratio", "policy-loss", source + " loss_type=luspo importance_sampling_ratio (B,T)",
+          req, {"loss": f(logp), "gradient": numeric_gradient(f, logp).tolist(), "convention": "trl"})
+    # Equal rows and no mask: the ragged batch is its own padded batch.
+    logp_e, old_e, ref_e, mask_e = padded_batch(rng, [4, 4, 4], 4, fill=None)
+    adv_e = rng.normal(0, 1, size=3)
+    loss = trl_loss_full(logp_e, old_e, ref_e, adv_e, mask_e, "luspo", level="sequence", beta=0.1)[0]
+    req = ragged_request(logp_e.tolist(), old_e.tolist(), ref_e.tolist())
+    req.update({"advantages": list(adv_e), "loss_type": "luspo", "beta": 0.1,
+                "importance_sampling_level": "sequence"})
+    write("trl_luspo_equal_rows_beta", "policy-loss", source + " loss_type=luspo beta=0.1, rows of equal length",
+          req, {"loss": loss, "convention": "trl"})
+
+    # Item 6: vespo, the importance ratio summed over every position.
+    lengths, width = [6, 3, 5, 2, 4], 6
+    logp, old, ref, mask = padded_batch(rng, lengths, width, spread=0.12)
+    adv = rng.normal(0, 1, size=5)
+    is_ratio = rng.uniform(0.8, 1.25, size=mask.shape)
+    is_ratio[mask == 0] = rng.uniform(0.3, 3.0, size=int((mask == 0).sum()))
+    kernel = (1.5, 2.5, 3.5, 2.0)
+    f = lambda lp, phi=None: trl_loss_full(lp, old, ref, adv, mask, "vespo", beta=0.02, is_ratio=is_ratio,
+                                           vespo=kernel, phi=phi, num_items_in_batch=30)
+    loss, _, phi = f(logp)
+    req = padded_request(logp, old, mask, adv, ref, loss_type="vespo", beta=0.02,
+                         importance_sampling_ratio=is_ratio.tolist(), vespo_k_pos=kernel[0],
+                         vespo_lambda_pos=kernel[1], vespo_k_neg=kernel[2], vespo_lambda_neg=kernel[3],
+                         num_items_in_batch=30)
+    grad = numeric_gradient(lambda lp: f(lp, phi)[0], logp)
+    write("trl_vespo_padded_is_ratio", "policy-loss",
+          source + " loss_type=vespo: get_gamma_weights sums log importance_sampling_ratio over padding too",
+          req, {"loss": loss, "gradient": grad.tolist(), "convention": "trl"})
+    # vLLM's token_truncate ratio from sampling_logp: 1 at the padding, truncated to 0.9.
+    sampling = np.minimum(0.0, old + rng.normal(0.0, 0.15, size=old.shape))
+    sampling[mask == 0] = JUNK
+    ratio = np.minimum(np.exp((np.where(mask > 0, old, 0.0) - np.where(mask > 0, sampling, 0.0)) * mask), 0.9)
+    loss, _, _ = trl_loss_full(logp, old, ref, adv, mask, "vespo", is_ratio=ratio)
+    req = padded_request(logp, old, mask, adv, loss_type="vespo", sampling_logp=sampling.tolist(),
+                         vllm_importance_sampling_mode="token_truncate",
+                         vllm_importance_sampling_clip_max=0.9)
+    write("trl_vespo_padded_token_truncate", "policy-loss",
+          source + " loss_type=vespo with vLLM token_truncate (ratio 1 at padding, clip_max 0.9)",
+          req, {"loss": loss, "convention": "trl"})
+    # Ragged, per-token advantages of both signs, the off-policy mask and the bias-corrected KL.
+    rows = [4, 2, 5]
+    lp_r = [list(-rng.uniform(0.05, 3.0, size=n)) for n in rows]
+    old_r = [[min(0.0, x + rng.normal(0.0, 0.1)) for x in r] for r in lp_r]
+    ref_r = [[min(0.0, x + rng.normal(0.0, 0.4)) for x in r] for r in lp_r]
+    adv_r = [list(rng.normal(0, 1, size=n)) for n in rows]
+    lp_p, m_p = pad(lp_r)
+    ol_p, _ = pad(old_r)
+    rf_p, _ = pad(ref_r)
+    ad_p, _ = pad(adv_r, fill=0.0)
+    # get_off_policy_mask with (B,T) advantages: is_pos_adv is per token.
+    kl_div = ol_p - lp_p
+    avg = (kl_div * m_p).sum(1, keepdims=True) / np.maximum(m_p.sum(1, keepdims=True), 1.0)
+    opm = ((ad_p >= 0) | (avg <= 0.02)).astype(float)
+    loss, _, _ = trl_loss_full(lp_p, ol_p, rf_p, ad_p, m_p, "vespo", beta=0.04, off_policy_mask=opm,
+                               use_bias_correction_kl=True)
+    req = ragged_request(lp_r, old_r, ref_r)
+    req.update({"advantages": adv_r, "loss_type": "vespo", "beta": 0.04,
+                "off_policy_mask_threshold": 0.02, "use_bias_correction_kl": True})
+    write("trl_vespo_ragged_per_token_advantages", "policy-loss",
+          source + " (ragged) loss_type=vespo, per-token advantages, off-policy mask, bias-corrected KL",
+          req, {"loss": loss, "convention": "trl"})
+
+
+def f_only(f):
+    return lambda x: f(x)[0]
+
+
 def main():
     advantage_cases()
     kl_cases()
@@ -1072,6 +1434,7 @@ def main():
     batch_gae_cases()
     rloo_loss_cases()
     vespo_cases()
+    trl_padded_cases()
     print("wrote", len(os.listdir(OUT)), "fixtures to", os.path.normpath(OUT))
 
 

@@ -18,6 +18,11 @@ pub fn example(name: &str) -> Option<Value> {
             "mu": [0.2, 0.8], "pi": [0.6, 0.4], "values": [0.75, 0.35],
             "samples": 24, "estimates": 200, "self_normalized": false, "seed": 7
         }),
+        // The same setup over four draws of mu given by the caller, twice: A B B B, A B A B.
+        "importance-sampling-draws" => json!({
+            "mu": [0.2, 0.8], "pi": [0.6, 0.4], "values": [0.75, 0.35],
+            "draws": [[0, 1, 1, 1], [0, 1, 0, 1]], "self_normalized": false
+        }),
         // rho = 1.3, eps = 0.2 with the advantages of rewards (1, 0, 0, 0).
         "clip-surrogate" => json!({
             "ratio": [1.3, 1.3], "advantage": [1.732_050_807_568_877_2, -0.577_350_269_189_625_7],
@@ -40,6 +45,12 @@ pub fn example(name: &str) -> Option<Value> {
         "gae" => json!({
             "rewards": [0.0, 0.0, 1.0], "values": [0.4, 0.5, 0.8],
             "gamma": 1.0, "lambda": 0.95, "terminated": true
+        }),
+        // Two responses padded to four tokens: the statistics come from the five response
+        // tokens, and the two padded positions are moved all the same.
+        "masked-whiten" => json!({
+            "values": [[0.5, -0.2, 0.9, 0.0], [1.2, 0.3, 0.0, 0.0]],
+            "mask": [[1, 1, 1, 0], [1, 1, 0, 0]], "shift_mean": true
         }),
         "mixed-group" => json!({ "p": [0.5, 0.01], "group_size": [4, 16] }),
         "shaping" => json!({
@@ -74,6 +85,12 @@ pub fn example(name: &str) -> Option<Value> {
         "kl-estimators" => json!({
             "policy": [0.5, 0.3, 0.2], "reference": [0.2, 0.3, 0.5],
             "samples": 16, "replicates": 1000, "seed": 7
+        }),
+        // Two short GRPO runs on the toy task from its uniform start, Clip-Higher widths.
+        "grpo-toy" => json!({
+            "vocab": 6, "max_length": 8, "target": [2, 3], "groups": 4, "group_size": 8,
+            "steps": 60, "epochs": 4, "learning_rate": 10.0, "eps_low": 0.2, "eps_high": 0.28,
+            "reduction": "token-mean", "beta": 0.0, "seeds": 2, "seed": 7
         }),
         _ => return None,
     };

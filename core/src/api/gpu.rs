@@ -149,17 +149,15 @@ async fn advantages(request: Value, ctx: &GpuContext) -> Attempt {
 
 async fn loss(request: Value, ctx: &GpuContext) -> Attempt {
     let request: policy_loss::Request = parse_request(request)?;
+    if let Some(reason) = policy_loss::cpu_only(&request) {
+        return Ok(Err(GpuError::Unsupported(reason.into())));
+    }
     let (input, config, pg_scale) = policy_loss::inputs(&request)?;
     loss_math::validate(&input, &config)?;
     match gpu::policy_loss::policy_loss_scaled(ctx, &input, &config, pg_scale.as_ref()).await {
         Ok(out) => {
             let response = policy_loss::respond(out);
-            to_value(&policy_loss::with_entropy(
-                &request,
-                config.convention,
-                response,
-            )?)
-            .map(Ok)
+            to_value(&policy_loss::finish(&request, &config, response)?).map(Ok)
         }
         Err(e) => Ok(Err(e)),
     }

@@ -46,11 +46,14 @@ pub mod gae;
 pub mod gpu;
 
 pub mod group_advantages;
+pub mod grpo_toy;
+pub mod importance_draws;
 pub mod importance_sampling;
 pub mod kl;
 pub mod kl_estimators;
 pub mod kl_regularized_optimum;
 pub mod lag_filter;
+pub mod masked_whiten;
 pub mod mixed_group;
 pub mod pass_at_k;
 pub mod policy_loss;
@@ -190,11 +193,13 @@ with_gpu_entries!(gpu_entry_names);
 registry! {
     bandit_gradient::BanditGradient,
     importance_sampling::ImportanceSampling,
+    importance_draws::ImportanceSamplingDraws,
     clip_surrogate::ClipSurrogate,
     group_advantages::GroupAdvantagesEntry,
     policy_loss::PolicyLossEntry,
     kl::Kl,
     gae::GaeEntry,
+    masked_whiten::MaskedWhiten,
     mixed_group::MixedGroup,
     shaping::Shaping,
     pass_at_k::PassAtK,
@@ -205,6 +210,7 @@ registry! {
     kl_regularized_optimum::KlRegularizedOptimum,
     dpo::Dpo,
     kl_estimators::KlEstimators,
+    grpo_toy::GrpoToy,
 }
 
 fn unknown_name(name: &str) -> FieldError {
@@ -446,6 +452,29 @@ mod tests {
                 json!({"logp": [[-1.0, -1.2], [-0.5]], "old_logp": [[-1.1, -1.0], [-0.4]],
                 "ref_logp": [[-1.0, -1.0], [-0.5]], "advantages": [[1.0, 0.5], [-1.0]],
                 "beta": 0.1, "reduction": "dr_grpo", "constant": 4.0}),
+            ),
+            (
+                "policy-loss",
+                json!({"logp": [[-1.0, -1.2, 3.0], [-0.5, 9.0, 9.0]],
+                "old_logp": [[-1.1, -1.0, 3.0], [-0.4, 9.0, 9.0]],
+                "completion_mask": [[1, 1, 0], [1, 0, 0]], "advantages": [1.0, -1.0],
+                "loss_type": "grpo", "entropies": [[0.5, 0.4, 7.0], [0.2, 7.0, 7.0]],
+                "entropy_coef": 0.01, "gradient_accumulation_steps": 2}),
+            ),
+            (
+                "policy-loss",
+                json!({"logp": [[-1.0, -1.2], [-0.5]], "old_logp": [[-1.1, -1.0], [-0.4]],
+                "advantages": [1.0, -1.0], "loss_type": "vespo", "vespo_k_pos": 1.5,
+                "num_items_in_batch": 6, "num_processes": 2}),
+            ),
+            (
+                "importance-sampling-draws",
+                json!({"mu": [0.2, 0.8], "pi": [0.6, 0.4], "values": [0.75, 0.35],
+                "draws": [[0, 1, 1], [1, 1, 0]], "self_normalized": true}),
+            ),
+            (
+                "masked-whiten",
+                json!({"values": [[1.0, 2.0, 4.0]], "mask": [[1, 1, 0]], "shift_mean": false}),
             ),
             (
                 "mixed-group",

@@ -114,13 +114,29 @@ pub struct Replicate {
 /// One replicate of `samples` draws. Draw order: one `categorical(mu)` draw (one uniform)
 /// per sample, in sample order.
 pub fn sample_replicate(problem: &Problem, samples: usize, stream: &mut RandomStream) -> Replicate {
+    let actions = (0..samples)
+        .take_while(|&i| !crate::cancel::due(i))
+        .map(|_| stream.categorical(&problem.mu));
+    estimates_over(problem, actions, samples)
+}
+
+/// The estimates of one replicate over actions the caller drew, in order (each an index
+/// below `K` that `mu` can take, checked by the caller): the same sums as
+/// [`sample_replicate`], with no randomness.
+pub fn replicate_from_draws(problem: &Problem, draws: &[usize]) -> Replicate {
+    estimates_over(problem, draws.iter().copied(), draws.len())
+}
+
+/// Ordinary and self-normalised estimates and the effective sample size over `actions`,
+/// the ordinary one dividing by `samples`.
+fn estimates_over(
+    problem: &Problem,
+    actions: impl Iterator<Item = usize>,
+    samples: usize,
+) -> Replicate {
     let w = problem.weights();
     let (mut sum_w, mut sum_w2, mut sum_wf) = (0.0, 0.0, 0.0);
-    for i in 0..samples {
-        if crate::cancel::due(i) {
-            break;
-        }
-        let a = stream.categorical(&problem.mu);
+    for a in actions {
         sum_w += w[a];
         sum_w2 += w[a] * w[a];
         sum_wf += w[a] * problem.values[a];

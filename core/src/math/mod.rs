@@ -16,6 +16,7 @@ pub mod eval;
 pub mod fast_exp;
 pub mod gae;
 pub mod gae_batch;
+pub mod grpo_toy;
 pub mod importance;
 pub mod kl;
 pub mod kl_estimation;

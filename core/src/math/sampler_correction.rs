@@ -50,7 +50,9 @@ pub struct SamplerCorrection {
 }
 
 impl SamplerCorrection {
-    fn bound(&self, ratio: f64) -> f64 {
+    /// The ratio after the mode's bounds: clamped (truncate modes) or 0 outside them
+    /// (mask modes).
+    pub fn bound(&self, ratio: f64) -> f64 {
         let truncate = matches!(
             self.mode,
             SamplerCorrectionMode::TokenTruncate | SamplerCorrectionMode::SequenceTruncate

@@ -1,6 +1,6 @@
 //! TRL's and verl's names for `policy-loss` settings, resolved into one configuration.
 //!
-//! | setting | arlbook | TRL (`GRPOConfig`) | verl (actor config) |
+//! | setting | arlbook | TRL (`GRPOConfig`, `_compute_loss` inputs) | verl (actor config) |
 //! |---|---|---|---|
 //! | objective and reduction | `objective`, `reduction` | `loss_type` | `loss_mode`, `loss_agg_mode` |
 //! | ratio level | `ratio_level` | `importance_sampling_level` | `loss_mode = "gspo"` |
@@ -12,17 +12,26 @@
 //! | importance weights | `importance_weights` | `importance_sampling_ratio`, or `sampling_logp` with `vllm_importance_sampling_*` | `rollout_is_weights` |
 //! | off-policy mask | — | `off_policy_mask_threshold` | — |
 //! | KL bias correction | — | `use_bias_correction_kl` | — |
-//! | VESPO's kernel | `objective = "vespo"`, `vespo` | — | `loss_mode = "vespo"`, `vespo` |
-//! | entropy bonus (with `logits`) | `entropy_coef` | `entropy_coef` (token mean) | `entropy_coeff` (by `loss_agg_mode`) |
+//! | VESPO's kernel | `objective = "vespo"`, `vespo` | `loss_type = "vespo"`, `vespo_k_pos`, `vespo_lambda_pos`, `vespo_k_neg`, `vespo_lambda_neg` | `loss_mode = "vespo"`, `vespo` |
+//! | entropy bonus | `entropy_coef` with `logits` or `entropies` | `entropy_coef` with `entropies` (or `logits`) | `entropy_coeff` (by `loss_agg_mode`) |
+//! | padded batch | — | `completion_mask` | — |
+//! | loss normaliser | — | `gradient_accumulation_steps`; `num_items_in_batch`, `num_processes` | — |
 //!
 //! TRL's `loss_type` maps to objective and reduction as `GRPOTrainer._compute_loss`
 //! does: `grpo` and `sapo` reduce by the per-sequence token mean over all rows, `bnpo`,
-//! `dapo` and `cispo` by the token mean, `dr_grpo` by `N * max_completion_length`, and
-//! `luspo` (sequence ratios only) by the mean over rows of the row's token sum. TRL's
-//! `cispo` clamps the ratio at `epsilon_high` itself with no lower bound. `rloo` names
-//! `RLOOTrainer._compute_loss` (that trainer has no `loss_type`): the whole-sequence
-//! ratio `exp(sum of log-ratios)` and the mean of per-completion losses over all
-//! completions, an empty one counting with ratio 1.
+//! `dapo`, `cispo` and `vespo` by the token mean (for `dapo`, `cispo`, `vespo` the token
+//! sum over `num_items_in_batch / num_processes`, the batch's own count by default),
+//! `dr_grpo` by `N * max_completion_length`, and `luspo` (sequence ratios only) by the
+//! mean over rows of the row's token sum (with `beta > 0` or a per-token importance
+//! ratio, TRL's mean over every position of the padded batch: see [`super::padded`]).
+//! TRL's `cispo` clamps the ratio at `epsilon_high` itself with no lower bound. TRL's
+//! `vespo` (token level only) follows `get_gamma_weights`: the kernel reads the log of
+//! the sequence ratio clamped to `[ln 1e-8, 20]`, takes `(k, lambda)` from each token's
+//! advantage, adds the log of the vLLM importance ratio summed over every position
+//! (padding included) and does not multiply the loss by that ratio; the off-policy mask
+//! multiplies its loss. `rloo` names `RLOOTrainer._compute_loss` (that trainer has no
+//! `loss_type`): the whole-sequence ratio `exp(sum of log-ratios)` and the mean of
+//! per-completion losses over all completions, an empty one counting with ratio 1.
 
 use serde::{Deserialize, Serialize};
 
@@ -32,6 +41,7 @@ use crate::error::{FieldError, Result, check};
 use crate::math::clip::ClipWidths;
 use crate::math::convention::{Convention, infer, one_of};
 use crate::math::kl::KlEstimator;
+use crate::math::policy_loss::vespo::VespoKernel;
 use crate::math::policy_loss::{Objective, PolicyLossConfig, RatioLevel};
 use crate::math::reduction::Reduction;
 use crate::math::sampler_correction::{DEFAULT_CLIP_MAX, SamplerCorrection, sampler_weights};
@@ -52,8 +62,12 @@ pub enum TrlLossType {
     Cispo,
     /// Soft gate, per-sequence token mean over all rows.
     Sapo,
-    /// Sequence ratio, mean over rows of the row's token sum.
+    /// Sequence ratio, mean over rows of the row's token sum (with `beta > 0`, or a
+    /// per-token importance ratio, the mean over every position of the padded batch).
     Luspo,
+    /// VESPO: a gamma kernel of the sequence ratio times `A logp`, token sum over the
+    /// global token count.
+    Vespo,
     /// `RLOOTrainer`'s loss (it has no `loss_type`; this names it): the ratio of whole
     /// sequences, `exp(sum of log-ratios)`, one loss per completion, mean over all.
     Rloo,
@@ -148,6 +162,17 @@ fn library_fields(request: &Request) -> (Vec<&'static str>, Vec<&'static str>) {
             r.off_policy_mask_threshold.is_some(),
         ),
         ("use_bias_correction_kl", r.use_bias_correction_kl.is_some()),
+        ("completion_mask", r.completion_mask.is_some()),
+        (
+            "gradient_accumulation_steps",
+            r.gradient_accumulation_steps.is_some(),
+        ),
+        ("num_items_in_batch", r.num_items_in_batch.is_some()),
+        ("num_processes", r.num_processes.is_some()),
+        ("vespo_k_pos", r.vespo_k_pos.is_some()),
+        ("vespo_lambda_pos", r.vespo_lambda_pos.is_some()),
+        ("vespo_k_neg", r.vespo_k_neg.is_some()),
+        ("vespo_lambda_neg", r.vespo_lambda_neg.is_some()),
     ];
     let verl = [
         ("loss_agg_mode", r.loss_agg_mode.is_some()),
@@ -212,6 +237,12 @@ fn objective_and_level(request: &Request) -> Result<(Objective, RatioLevel, Opti
                     Objective::Ppo,
                     Some(RatioLevel::SequenceSum),
                     None,
+                ),
+                TrlLossType::Vespo => (
+                    "loss_type",
+                    Objective::Vespo,
+                    Some(RatioLevel::Token),
+                    Some(Reduction::TokenMean),
                 ),
             }),
             (None, Some(m)) => Some(match m {
@@ -343,8 +374,53 @@ fn clip_widths(
     })
 }
 
+/// The multipliers of the surrogate term, per token, kept apart by kind: TRL's VESPO
+/// folds the sampler's ratio into its kernel but multiplies its loss by the off-policy
+/// mask, and TRL's LUSPO reads where the ratio is one per sequence.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Multipliers {
+    /// The importance ratio against the sampler (given, or TRL's vLLM ratio), per token.
+    pub sampler: Option<Ragged<f64>>,
+    /// The field that gave or asked for `sampler`.
+    pub sampler_field: &'static str,
+    /// Whether `sampler` is one value per sequence (given per sequence, or TRL's
+    /// sequence modes: TRL's `(B, 1)` ratio).
+    pub sampler_per_sequence: bool,
+    /// TRL's off-policy mask, per token (one value along each row).
+    pub off_policy: Option<Ragged<f64>>,
+}
+
+impl Multipliers {
+    /// The product of every multiplier, per token (`None` when there is none).
+    pub fn combined(&self) -> Result<Option<Ragged<f64>>> {
+        match (&self.sampler, &self.off_policy) {
+            (Some(a), Some(b)) => {
+                let values = a.flat().iter().zip(b.flat()).map(|(x, y)| x * y).collect();
+                a.with_values(values).map(Some)
+            }
+            (Some(a), None) => Ok(Some(a.clone())),
+            (None, Some(b)) => Ok(Some(b.clone())),
+            (None, None) => Ok(None),
+        }
+    }
+}
+
+/// The name of the field that gives the sampler's ratio directly, if any.
+pub fn given_sampler_field(request: &Request) -> Option<&'static str> {
+    let r = request;
+    if r.importance_weights.is_some() {
+        Some("importance_weights")
+    } else if r.importance_sampling_ratio.is_some() {
+        Some("importance_sampling_ratio")
+    } else if r.rollout_is_weights.is_some() {
+        Some("rollout_is_weights")
+    } else {
+        None
+    }
+}
+
 /// The multipliers of the surrogate term, per token, checked under their field names.
-fn surrogate_multipliers(request: &Request) -> Result<Option<Ragged<f64>>> {
+pub fn surrogate_multipliers(request: &Request) -> Result<Multipliers> {
     let r = request;
     let given = one_of(&[
         ("importance_weights", r.importance_weights.as_ref()),
@@ -354,44 +430,35 @@ fn surrogate_multipliers(request: &Request) -> Result<Option<Ragged<f64>>> {
         ),
         ("rollout_is_weights", r.rollout_is_weights.as_ref()),
     ])?;
-    let given_name = if r.importance_weights.is_some() {
-        "importance_weights"
-    } else if r.importance_sampling_ratio.is_some() {
-        "importance_sampling_ratio"
-    } else {
-        "rollout_is_weights"
-    };
-    let mut weights = match given {
-        Some(weights) => {
+    let mut out = Multipliers::default();
+    match (given, given_sampler_field(request)) {
+        (Some(weights), Some(name)) => {
             if r.vllm_importance_sampling_mode.is_some() {
                 return Err(FieldError::new(
                     "vllm_importance_sampling_mode",
-                    format!("computes the ratio that `{given_name}` gives; give one of them"),
+                    format!("computes the ratio that `{name}` gives; give one of them"),
                 ));
             }
-            Some(per_token(given_name, weights, &r.logp)?)
+            out.sampler = Some(per_token(name, weights, &r.logp)?);
+            out.sampler_field = name;
+            out.sampler_per_sequence = matches!(weights, Advantages::PerSequence(_));
         }
-        None => trl_sampler_ratio(request)?,
-    };
+        _ => {
+            out.sampler = trl_sampler_ratio(request)?;
+            out.sampler_field = "vllm_importance_sampling_mode";
+            out.sampler_per_sequence = matches!(
+                r.vllm_importance_sampling_mode,
+                Some(TrlIsMode::SequenceMask | TrlIsMode::SequenceTruncate)
+            );
+        }
+    }
     if let Some(threshold) = r.off_policy_mask_threshold {
-        let mask = off_policy_mask(
+        out.off_policy = Some(off_policy_mask(
             request,
             check::finite("off_policy_mask_threshold", threshold)?,
-        )?;
-        weights = Some(match weights {
-            Some(w) => {
-                let values = w
-                    .flat()
-                    .iter()
-                    .zip(mask.flat())
-                    .map(|(a, b)| a * b)
-                    .collect();
-                r.logp.with_values(values)?
-            }
-            None => mask,
-        });
+        )?);
     }
-    Ok(weights)
+    Ok(out)
 }
 
 /// Weights given per sequence or per token, as one value per token (finite, `>= 0`).
@@ -426,6 +493,22 @@ fn per_token(field: &str, weights: &Advantages, logp: &Ragged<f64>) -> Result<Ra
 /// TRL's vLLM importance ratio `exp(old_logp - sampling_logp)` (row sums for the
 /// sequence modes), truncated or masked at its bounds.
 fn trl_sampler_ratio(request: &Request) -> Result<Option<Ragged<f64>>> {
+    let Some(correction) = trl_sampler_correction(request)? else {
+        return Ok(None);
+    };
+    let Some(sampling) = &request.sampling_logp else {
+        return Err(FieldError::new(
+            "sampling_logp",
+            "is required with `vllm_importance_sampling_mode` (the sampler's log-probabilities)",
+        ));
+    };
+    check_sampling_logp(request, sampling)?;
+    sampler_weights(&request.old_logp, sampling, "sampling_logp", &correction).map(Some)
+}
+
+/// TRL's `vllm_importance_sampling_mode` with its bounds, checked (`None` without a
+/// mode; the bounds are refused without one).
+pub fn trl_sampler_correction(request: &Request) -> Result<Option<SamplerCorrection>> {
     let r = request;
     let Some(mode) = r.vllm_importance_sampling_mode else {
         for (name, given) in [
@@ -447,13 +530,6 @@ fn trl_sampler_ratio(request: &Request) -> Result<Option<Ragged<f64>>> {
         }
         return Ok(None);
     };
-    let Some(sampling) = &r.sampling_logp else {
-        return Err(FieldError::new(
-            "sampling_logp",
-            "is required with `vllm_importance_sampling_mode` (the sampler's log-probabilities)",
-        ));
-    };
-    check_sampling_logp(request, sampling)?;
     let min = r
         .vllm_importance_sampling_clip_min
         .map(|v| check::finite("vllm_importance_sampling_clip_min", v))
@@ -470,12 +546,11 @@ fn trl_sampler_ratio(request: &Request) -> Result<Option<Ragged<f64>>> {
             "is above vllm_importance_sampling_clip_max",
         ));
     }
-    let correction = SamplerCorrection {
+    Ok(Some(SamplerCorrection {
         mode,
         clip_min: min,
         clip_max: max,
-    };
-    sampler_weights(&r.old_logp, sampling, "sampling_logp", &correction).map(Some)
+    }))
 }
 
 fn check_sampling_logp(request: &Request, sampling: &Ragged<f64>) -> Result<()> {
@@ -521,23 +596,64 @@ fn off_policy_mask(request: &Request, threshold: f64) -> Result<Ragged<f64>> {
     r.logp.with_values(values)
 }
 
-/// The configuration and the surrogate multipliers of `request`.
-pub fn resolve(request: &Request) -> Result<(PolicyLossConfig, Option<Ragged<f64>>)> {
-    let r = request;
+/// The convention `request` follows: its `convention`, else the library whose names it
+/// uses (mixing the two libraries' names is refused).
+pub fn convention_of(request: &Request) -> Result<Convention> {
     let (trl, verl) = library_fields(request);
-    let convention = infer(r.convention, &trl, &verl)?;
+    infer(request.convention, &trl, &verl)
+}
+
+/// The configuration and the surrogate multipliers of `request`, multiplied into one.
+pub fn resolve(request: &Request) -> Result<(PolicyLossConfig, Option<Ragged<f64>>)> {
+    let (config, parts) = resolve_parts(request)?;
+    Ok((config, parts.combined()?))
+}
+
+/// VESPO's kernel from `vespo` or TRL's `vespo_k_pos`, `vespo_lambda_pos`, `vespo_k_neg`
+/// and `vespo_lambda_neg` (each defaulting to the kernel's default).
+fn vespo_kernel(request: &Request) -> Result<Option<VespoKernel>> {
+    let r = request;
+    let trl = [
+        ("vespo_k_pos", r.vespo_k_pos),
+        ("vespo_lambda_pos", r.vespo_lambda_pos),
+        ("vespo_k_neg", r.vespo_k_neg),
+        ("vespo_lambda_neg", r.vespo_lambda_neg),
+    ];
+    let Some(&(first, _)) = trl.iter().find(|(_, v)| v.is_some()) else {
+        return Ok(r.vespo);
+    };
+    if r.vespo.is_some() {
+        return Err(FieldError::new(
+            first,
+            "sets VESPO's kernel, which `vespo` sets too; give one of them",
+        ));
+    }
+    let default = VespoKernel::default();
+    let kernel = VespoKernel {
+        k_pos: r.vespo_k_pos.unwrap_or(default.k_pos),
+        lambda_pos: r.vespo_lambda_pos.unwrap_or(default.lambda_pos),
+        k_neg: r.vespo_k_neg.unwrap_or(default.k_neg),
+        lambda_neg: r.vespo_lambda_neg.unwrap_or(default.lambda_neg),
+    };
+    for (name, value) in trl {
+        if let Some(v) = value
+            && !(v.is_finite() && v >= 0.0)
+        {
+            return Err(FieldError::new(name, "must be finite and >= 0"));
+        }
+    }
+    Ok(Some(kernel))
+}
+
+/// The configuration of `request` and its surrogate multipliers, kept apart.
+pub fn resolve_parts(request: &Request) -> Result<(PolicyLossConfig, Multipliers)> {
+    let r = request;
+    let convention = convention_of(request)?;
     let (objective, ratio_level, named_reduction) = objective_and_level(request)?;
     if r.loss_type == Some(TrlLossType::Luspo) && matches!(r.advantages, Advantages::PerToken(_)) {
         return Err(FieldError::new(
             "advantages",
             "TRL's `luspo` takes one advantage per sequence",
-        ));
-    }
-    if r.loss_type == Some(TrlLossType::Luspo) && r.beta.is_some_and(|b| b > 0.0) {
-        return Err(FieldError::new(
-            "beta",
-            "TRL's `luspo` adds the KL term after its sequence reduction and so averages \
-             it over padded positions, which a ragged batch does not have; use beta = 0",
         ));
     }
     if ratio_level == RatioLevel::SequenceSum
@@ -606,10 +722,28 @@ pub fn resolve(request: &Request) -> Result<(PolicyLossConfig, Option<Ragged<f64
         ("sapo_temperature_neg", r.sapo_temperature_neg),
         ("tau_neg", r.tau_neg),
     ])?;
-    if r.vespo.is_some() && objective != Objective::Vespo {
-        return Err(FieldError::new(
+    let vespo = vespo_kernel(request)?;
+    if vespo.is_some() && objective != Objective::Vespo {
+        let field = [
             "vespo",
-            "applies to objective `vespo` (verl: loss_mode = \"vespo\")",
+            "vespo_k_pos",
+            "vespo_lambda_pos",
+            "vespo_k_neg",
+            "vespo_lambda_neg",
+        ]
+        .into_iter()
+        .zip([
+            r.vespo.is_some(),
+            r.vespo_k_pos.is_some(),
+            r.vespo_lambda_pos.is_some(),
+            r.vespo_k_neg.is_some(),
+            r.vespo_lambda_neg.is_some(),
+        ])
+        .find_map(|(name, given)| given.then_some(name))
+        .unwrap_or("vespo");
+        return Err(FieldError::new(
+            field,
+            "applies to objective `vespo` (TRL: loss_type = \"vespo\"; verl: loss_mode = \"vespo\")",
         ));
     }
     let clip = clip_widths(request, convention, objective, ratio_level)?;
@@ -626,7 +760,7 @@ pub fn resolve(request: &Request) -> Result<(PolicyLossConfig, Option<Ragged<f64
         kl_clamp,
         convention,
         kl_bias_correction: r.use_bias_correction_kl.unwrap_or(false),
-        vespo: r.vespo.unwrap_or_default(),
+        vespo: vespo.unwrap_or_default(),
     };
     Ok((config, surrogate_multipliers(request)?))
 }

@@ -31,6 +31,14 @@ use crate::math::reduction::row_weights_by;
 
 /// The clamp on each log term and on the summed sequence log-ratio.
 const LOG_CLAMP: f64 = 20.0;
+/// TRL's lower clamp on the log terms, `ln 1e-8` (`get_gamma_weights`).
+const TRL_LOWER_LOG_CLAMP: f64 = -18.420_680_743_952_367;
+
+/// One position's term of TRL's summed log importance ratio in `get_gamma_weights`:
+/// `clamp(ln rho, ln 1e-8, 20)` (`rho = 0` gives `ln 1e-8`).
+pub fn trl_log_ratio_term(ratio: f64) -> f64 {
+    ratio.max(1e-8).ln().clamp(TRL_LOWER_LOG_CLAMP, LOG_CLAMP)
+}
 
 /// The gamma kernel's shape for each advantage sign.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -84,6 +92,36 @@ impl VespoKernel {
         let phi = (lam + k * w.max(1e-8).ln() - lam * w).exp();
         if phi.is_finite() { phi } else { 0.0 }
     }
+
+    /// TRL's `phi` from the clamped log-ratio `log_w`: `exp(lam + k log_w - lam e^{log_w})`
+    /// (0 where that is not finite), `(k, lam)` by the sign of `advantage`.
+    pub fn phi_of_log(&self, log_w: f64, advantage: f64) -> f64 {
+        let (k, lam) = if advantage >= 0.0 {
+            (self.k_pos, self.lambda_pos)
+        } else {
+            (self.k_neg, self.lambda_neg)
+        };
+        let lam = lam.max(1e-4);
+        let phi = (lam + k * log_w - lam * log_w.exp()).exp();
+        if phi.is_finite() { phi } else { 0.0 }
+    }
+}
+
+/// How a library's VESPO departs from the reference recipe's ([`vespo_loss_with`]).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct VespoRules<'a> {
+    /// TRL's `get_gamma_weights`: the log terms and the summed log-ratio are clamped
+    /// below at `ln 1e-8` (the recipe: -20, with `ln max(w, 1e-8)` in the kernel), the
+    /// kernel reads that clamped log directly, and each token takes `(k, lam)` from its
+    /// own advantage's sign (the recipe: the row's first advantage).
+    pub trl: bool,
+    /// A log-ratio added to each row's sum before the final clamp: TRL's log importance
+    /// ratio summed over the padded positions of a padded batch (`get_gamma_weights`
+    /// sums it over every position).
+    pub row_log_offsets: Option<&'a [f64]>,
+    /// Multipliers of each token's loss term applied after the kernel, shaped like
+    /// `logp` (TRL's off-policy mask, which multiplies `per_token_loss`).
+    pub loss_scale: Option<&'a Ragged<f64>>,
 }
 
 /// The loss for a validated input; `pg_scale` are the importance weights against the
@@ -93,6 +131,28 @@ pub fn vespo_loss(
     config: &PolicyLossConfig,
     kernel: &VespoKernel,
     pg_scale: Option<&Ragged<f64>>,
+) -> Result<PolicyLoss> {
+    vespo_loss_with(input, config, kernel, pg_scale, VespoRules::default())
+}
+
+/// [`vespo_loss`] under `rules`: with `rules.trl`, TRL's `get_gamma_weights` and
+/// `_compute_loss` (`loss_type = "vespo"`):
+///
+/// ```text
+/// S_i   = clamp(sum_k clamp(x_ik, -20, 20) + sum_t clamp(ln rho_it, ln 1e-8, 20), ln 1e-8, 20)
+/// phi_ik = exp(lam + k S_i - lam e^{S_i}),  (k, lam) by the sign of A_ik
+/// l_ik  = -sg[phi_ik] A_ik logp_ik * mask_i,   kl_ik * exp(x_ik) under use_bias_correction_kl
+/// ```
+///
+/// where `rho` is the vLLM importance ratio (`sampler`), summed over every position of
+/// the padded row (`rules.row_log_offsets` carries the padded ones) and not multiplied
+/// into the loss.
+pub fn vespo_loss_with(
+    input: &PolicyLossInput<'_>,
+    config: &PolicyLossConfig,
+    kernel: &VespoKernel,
+    sampler: Option<&Ragged<f64>>,
+    rules: VespoRules<'_>,
 ) -> Result<PolicyLoss> {
     kernel.validate()?;
     let logp = input.logp;
@@ -108,6 +168,11 @@ pub fn vespo_loss(
         TokenAdvantages::PerSequence(a) => a[i],
         TokenAdvantages::PerToken(a) => a.row(i)[k],
     };
+    let lower = if rules.trl {
+        TRL_LOWER_LOG_CLAMP
+    } else {
+        -LOG_CLAMP
+    };
     let mut weights = Vec::with_capacity(tokens);
     let mut per_token = Vec::with_capacity(tokens);
     let mut kl_per_token = Vec::with_capacity(tokens);
@@ -121,27 +186,37 @@ pub fn vespo_loss(
             .map(|(a, b)| (a - b).clamp(-LOG_CLAMP, LOG_CLAMP))
             .sum();
         approx_kl -= log_ratio / row.len().max(1) as f64;
-        let log_sampler: f64 = pg_scale.map_or(0.0, |m| {
+        let log_sampler: f64 = sampler.map_or(0.0, |m| {
             m.row(i)
                 .iter()
-                .map(|&w| w.max(1e-8).ln().clamp(-LOG_CLAMP, LOG_CLAMP))
+                .map(|&w| w.max(1e-8).ln().clamp(lower, LOG_CLAMP))
                 .sum()
         });
-        let w = (log_ratio + log_sampler).clamp(-LOG_CLAMP, LOG_CLAMP).exp();
-        let phi = if row.is_empty() {
-            0.0
-        } else {
-            kernel.phi(w, advantage(i, 0))
-        };
+        let offset = rules.row_log_offsets.map_or(0.0, |o| o[i]);
+        let log_w = (log_ratio + log_sampler + offset).clamp(lower, LOG_CLAMP);
+        let w = log_w.exp();
         let reference = input.ref_logp.map(|r| r.row(i));
         for (k, &lp) in row.iter().enumerate() {
             let u = row_weights[i];
             let a = advantage(i, k);
-            let term = -phi * a * lp;
+            let phi = if rules.trl {
+                kernel.phi_of_log(log_w, a)
+            } else {
+                kernel.phi(w, advantage(i, 0))
+            };
+            let scale = rules.loss_scale.map_or(1.0, |m| m.row(i)[k]);
+            let term = -phi * a * lp * scale;
             let (kl_value, kl_slope) = match reference {
                 Some(r) if config.beta > 0.0 => {
                     let point = kl_point(lp, r[k], config.kl_estimator, config.kl_clamp);
-                    (point.value, point.d_value_d_logp)
+                    if config.kl_bias_correction {
+                        // TRL multiplies the token's KL by its ratio exp(x), the slope
+                        // going through the ratio too.
+                        let q = (lp - old[k]).exp();
+                        (point.value * q, (point.d_value_d_logp + point.value) * q)
+                    } else {
+                        (point.value, point.d_value_d_logp)
+                    }
                 }
                 _ => (0.0, 0.0),
             };
@@ -151,11 +226,12 @@ pub fn vespo_loss(
             per_token.push(term);
             kl_per_token.push(kl_value);
             ratio.push(w);
-            gradient.push(u * (-phi * a + config.beta * kl_slope));
+            gradient.push(u * (-phi * a * scale + config.beta * kl_slope));
         }
     }
     let loss = pg_loss + config.beta * kl;
-    if !loss.is_finite() {
+    let finite = loss.is_finite() && gradient.iter().all(|g| g.is_finite());
+    if !finite {
         return Err(FieldError::new(
             "logp",
             "the loss overflows f64 for these inputs",
