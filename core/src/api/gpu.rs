@@ -84,6 +84,11 @@ async fn bandit(request: Value, ctx: &GpuContext) -> Attempt {
 
 async fn importance(request: Value, ctx: &GpuContext) -> Attempt {
     let request: importance_sampling::Request = parse_request(request)?;
+    if request.draws.is_some() {
+        return Ok(Err(GpuError::Unsupported(
+            "estimates on the caller's draws have nothing to sample".to_owned(),
+        )));
+    }
     let plan = importance_sampling::plan(&request)?;
     match gpu::importance::sample_replicates(
         ctx,

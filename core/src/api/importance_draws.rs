@@ -16,8 +16,8 @@
 //! theory, methods and examples" (2013), ch. 9; Kong (1992) for the ESS.
 //!
 //! ## Design
-//! - A separate entry from `importance-sampling`, whose request has no room for the
-//!   draws without changing its typed callers; the same validation of `mu`, `pi` and
+//! - Also reachable as `importance-sampling` with its `draws` field; this entry takes
+//!   only what applies to given draws. The same validation of `mu`, `pi` and
 //!   `values`, and the same response.
 //! - `draws` is one list `[a_1, ..]` (one estimate) or a list of lists `[[..], ..]`, all
 //!   of one length `N >= 1` (one estimate each). An index outside `0..K` or an action

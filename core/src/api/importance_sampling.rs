@@ -1,11 +1,16 @@
 //! `importance-sampling`: ordinary or self-normalised importance-sampling estimates of
 //! `E_pi[f]` from draws of `mu` (see [`crate::math::importance`]).
+//!
+//! With `draws`, the estimates are computed on the caller's draws instead, exactly as
+//! `importance-sampling-draws` computes them ([`super::importance_draws`]); `samples`,
+//! `estimates` and `seed` are then given by the draws and refused if set otherwise.
 
 use serde::{Deserialize, Serialize};
 
+use super::importance_draws::{self, ImportanceSamplingDraws};
 use super::renormalised::{Renormalised, renormalised};
-use super::{Entry, categorical_work, check_draws, check_work};
-use crate::error::{Result, check};
+use super::{Entry, OneOrMany, categorical_work, check_draws, check_work};
+use crate::error::{FieldError, Result, check};
 use crate::math::bandit::mean_and_sample_variance;
 use crate::math::importance::{self, Problem};
 
@@ -34,6 +39,34 @@ pub struct Request {
     /// Seed; estimate `r` uses stream `r`. Default 0.
     #[serde(default)]
     pub seed: u64,
+    /// The caller's draws of `mu` (action indices): `[a_1, ..]` for one estimate or
+    /// `[[..], ..]` for one estimate per list, all of one length. When given, no
+    /// sampling happens; `samples`, `estimates` and `seed` must keep their defaults.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub draws: Option<OneOrMany<Vec<usize>>>,
+}
+
+/// The estimates of `request` on its given `draws`.
+fn on_given_draws(request: &Request, draws: &OneOrMany<Vec<usize>>) -> Result<Response> {
+    for (field, is_default) in [
+        ("samples", request.samples == default_samples()),
+        ("estimates", request.estimates == default_estimates()),
+        ("seed", request.seed == 0),
+    ] {
+        if !is_default {
+            return Err(FieldError::new(
+                field,
+                "does not apply with `draws`: the draws give the estimates and their size",
+            ));
+        }
+    }
+    ImportanceSamplingDraws::compute(&importance_draws::Request {
+        mu: request.mu.clone(),
+        pi: request.pi.clone(),
+        values: request.values.clone(),
+        draws: draws.clone(),
+        self_normalized: request.self_normalized,
+    })
 }
 
 fn default_samples() -> usize {
@@ -151,6 +184,9 @@ impl Entry for ImportanceSampling {
     type Response = Response;
 
     fn compute(request: &Request) -> Result<Response> {
+        if let Some(draws) = &request.draws {
+            return on_given_draws(request, draws);
+        }
         let plan = plan(request)?;
         let replicates =
             importance::sample_replicates(&plan.problem, plan.samples, plan.estimates, plan.seed)?;
@@ -175,6 +211,32 @@ mod tests {
         assert!((weights[0].as_f64().unwrap() - 3.0).abs() < 1e-12);
         assert!((weights[1].as_f64().unwrap() - 0.5).abs() < 1e-12);
         assert!(out["ess"].as_f64().unwrap() > 1.0);
+    }
+
+    #[test]
+    fn given_draws_give_the_estimate_by_hand() {
+        let setup = json!({"mu": [0.2, 0.8], "pi": [0.6, 0.4], "values": [0.75, 0.35],
+                           "draws": [0, 1, 1]});
+        let out = compute("importance-sampling", setup.clone()).unwrap();
+        // (3 * 0.75 + 0.5 * 0.35 + 0.5 * 0.35) / 3
+        let by_hand = (3.0 * 0.75 + 0.5 * 0.35 * 2.0) / 3.0;
+        assert!((out["estimates"][0].as_f64().unwrap() - by_hand).abs() < 1e-12);
+        let same = compute("importance-sampling-draws", setup).unwrap();
+        assert_eq!(out, same);
+        let err = compute(
+            "importance-sampling",
+            json!({"mu": [0.2, 0.8], "pi": [0.6, 0.4], "values": [0.75, 0.35],
+                   "draws": [0, 1], "seed": 3}),
+        )
+        .unwrap_err();
+        assert_eq!(err.field, "seed");
+        let err = compute(
+            "importance-sampling",
+            json!({"mu": [0.2, 0.8], "pi": [0.6, 0.4], "values": [0.75, 0.35],
+                   "draws": [0, 2]}),
+        )
+        .unwrap_err();
+        assert_eq!(err.field, "draws[1]");
     }
 
     #[test]

@@ -83,6 +83,7 @@ impl Figure for Importance {
                 estimates,
                 self_normalized,
                 seed,
+                draws: None,
             })
         };
         let ordinary = run(false)?;
