@@ -28,11 +28,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::importance_sampling::{Plan, Response, respond};
-use super::renormalised::renormalised;
-use super::{Entry, OneOrMany, check_work, units};
-use crate::error::{FieldError, Result, check};
-use crate::math::importance::{self, Problem};
+use super::importance_sampling::{Response, estimate_on_draws};
+use super::{Entry, OneOrMany};
+use crate::error::Result;
 
 /// Request of `importance-sampling-draws`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -58,64 +56,6 @@ pub struct Request {
 /// The `importance-sampling-draws` entry.
 pub struct ImportanceSamplingDraws;
 
-/// The draws as one list per estimate, each checked against `problem`.
-fn draw_lists(problem: &Problem, draws: &OneOrMany<Vec<usize>>) -> Result<Vec<Vec<usize>>> {
-    let lists = draws.to_vec();
-    let nested = draws.is_many();
-    check::non_empty("draws", &lists)?;
-    let n = lists[0].len();
-    check_work("draws", units(n).saturating_mul(units(lists.len())))?;
-    let actions = problem.mu.len();
-    for (r, list) in lists.iter().enumerate() {
-        let list_field = if nested {
-            format!("draws[{r}]")
-        } else {
-            "draws".to_string()
-        };
-        if list.is_empty() {
-            return Err(FieldError::new(
-                list_field,
-                "holds no draw; an estimate needs at least one",
-            ));
-        }
-        if list.len() != n {
-            return Err(FieldError::new(
-                list_field,
-                format!(
-                    "has {} draws but draws[0] has {n}; every estimate uses the same N",
-                    list.len()
-                ),
-            ));
-        }
-        for (k, &a) in list.iter().enumerate() {
-            let field = if nested {
-                format!("draws[{r}][{k}]")
-            } else {
-                format!("draws[{k}]")
-            };
-            if a >= actions {
-                return Err(FieldError::new(
-                    field,
-                    format!(
-                        "is action {a}, but there are {actions} actions (0 to {})",
-                        actions - 1
-                    ),
-                ));
-            }
-            if problem.mu[a] == 0.0 {
-                return Err(FieldError::new(
-                    field,
-                    format!(
-                        "is action {a}, which mu never takes (mu[{a}] = 0), so it cannot be a \
-                         draw of mu"
-                    ),
-                ));
-            }
-        }
-    }
-    Ok(lists)
-}
-
 impl Entry for ImportanceSamplingDraws {
     const NAME: &'static str = "importance-sampling-draws";
     const SUMMARY: &'static str = "Ordinary and self-normalised importance sampling over the caller's own draws, with effective sample size";
@@ -123,25 +63,13 @@ impl Entry for ImportanceSamplingDraws {
     type Response = Response;
 
     fn compute(request: &Request) -> Result<Response> {
-        let problem = Problem::new(
-            request.mu.clone(),
-            request.pi.clone(),
-            request.values.clone(),
-        )?;
-        let lists = draw_lists(&problem, &request.draws)?;
-        let replicates: Vec<importance::Replicate> = lists
-            .iter()
-            .map(|draws| importance::replicate_from_draws(&problem, draws))
-            .collect();
-        let plan = Plan {
-            problem,
-            samples: lists[0].len(),
-            estimates: lists.len(),
-            self_normalized: request.self_normalized,
-            seed: 0,
-            renormalised: renormalised(&[("mu", Some(&request.mu)), ("pi", Some(&request.pi))]),
-        };
-        Ok(respond(&plan, &replicates))
+        estimate_on_draws(
+            &request.mu,
+            &request.pi,
+            &request.values,
+            &request.draws,
+            request.self_normalized,
+        )
     }
 }
 

@@ -7,9 +7,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::importance_draws::{self, ImportanceSamplingDraws};
 use super::renormalised::{Renormalised, renormalised};
-use super::{Entry, OneOrMany, categorical_work, check_draws, check_work};
+use super::{Entry, OneOrMany, categorical_work, check_draws, check_work, units};
 use crate::error::{FieldError, Result, check};
 use crate::math::bandit::mean_and_sample_variance;
 use crate::math::importance::{self, Problem};
@@ -60,13 +59,97 @@ fn on_given_draws(request: &Request, draws: &OneOrMany<Vec<usize>>) -> Result<Re
             ));
         }
     }
-    ImportanceSamplingDraws::compute(&importance_draws::Request {
-        mu: request.mu.clone(),
-        pi: request.pi.clone(),
-        values: request.values.clone(),
-        draws: draws.clone(),
-        self_normalized: request.self_normalized,
-    })
+    estimate_on_draws(
+        &request.mu,
+        &request.pi,
+        &request.values,
+        draws,
+        request.self_normalized,
+    )
+}
+
+/// The draws as one list per estimate, each checked against `problem`.
+fn draw_lists(problem: &Problem, draws: &OneOrMany<Vec<usize>>) -> Result<Vec<Vec<usize>>> {
+    let lists = draws.to_vec();
+    let nested = draws.is_many();
+    check::non_empty("draws", &lists)?;
+    let n = lists[0].len();
+    check_work("draws", units(n).saturating_mul(units(lists.len())))?;
+    let actions = problem.mu.len();
+    for (r, list) in lists.iter().enumerate() {
+        let list_field = if nested {
+            format!("draws[{r}]")
+        } else {
+            "draws".to_string()
+        };
+        if list.is_empty() {
+            return Err(FieldError::new(
+                list_field,
+                "holds no draw; an estimate needs at least one",
+            ));
+        }
+        if list.len() != n {
+            return Err(FieldError::new(
+                list_field,
+                format!(
+                    "has {} draws but draws[0] has {n}; every estimate uses the same N",
+                    list.len()
+                ),
+            ));
+        }
+        for (k, &a) in list.iter().enumerate() {
+            let field = if nested {
+                format!("draws[{r}][{k}]")
+            } else {
+                format!("draws[{k}]")
+            };
+            if a >= actions {
+                return Err(FieldError::new(
+                    field,
+                    format!(
+                        "is action {a}, but there are {actions} actions (0 to {})",
+                        actions - 1
+                    ),
+                ));
+            }
+            if problem.mu[a] == 0.0 {
+                return Err(FieldError::new(
+                    field,
+                    format!(
+                        "is action {a}, which mu never takes (mu[{a}] = 0), so it cannot be a \
+                         draw of mu"
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(lists)
+}
+
+/// The estimates on given draws (no randomness): what `importance-sampling-draws` and
+/// `importance-sampling` with `draws` answer.
+pub fn estimate_on_draws(
+    mu: &[f64],
+    pi: &[f64],
+    values: &[f64],
+    draws: &OneOrMany<Vec<usize>>,
+    self_normalized: bool,
+) -> Result<Response> {
+    let problem = Problem::new(mu.to_vec(), pi.to_vec(), values.to_vec())?;
+    let lists = draw_lists(&problem, draws)?;
+    let replicates: Vec<importance::Replicate> = lists
+        .iter()
+        .map(|list| importance::replicate_from_draws(&problem, list))
+        .collect();
+    let plan = Plan {
+        problem,
+        samples: lists[0].len(),
+        estimates: lists.len(),
+        self_normalized,
+        seed: 0,
+        renormalised: renormalised(&[("mu", Some(mu)), ("pi", Some(pi))]),
+    };
+    Ok(respond(&plan, &replicates))
 }
 
 fn default_samples() -> usize {
