@@ -49,10 +49,6 @@ pub struct PendingBatch {
     /// checkpoints written before this field existed).
     #[serde(default)]
     pub sampled_successes: usize,
-    /// Every sampled group's key and outcome, discarded groups included (empty in
-    /// checkpoints written before this field existed).
-    #[serde(default)]
-    pub sampled_groups: Vec<crate::grpo::competence::SampledGroup>,
     /// Candidate tasks edge-of-competence sampling skipped, by reason (`solved`,
     /// `unsolved`), and draws it took anyway (`forced`).
     #[serde(default)]

@@ -40,17 +40,8 @@ pub fn run(trainer: &mut Trainer) -> Result<()> {
             &trainer.plain,
             step,
             step,
-            &trainer.competence,
+            &mut trainer.competence,
         )?;
-        if config.grpo.task_sampling == TaskSampling::Edge {
-            let g = &config.grpo;
-            trainer.competence.absorb(
-                g.edge_unit,
-                g.edge_recent_steps,
-                step,
-                &batch.sampled_groups,
-            );
-        }
         let collect_s = t0.elapsed().as_secs_f64();
         let kept: Vec<Demonstration> = batch
             .rollouts

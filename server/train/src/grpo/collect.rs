@@ -117,20 +117,21 @@ fn group_task(
         return draw_task(config, task_rng);
     }
     let first_batch = (index + 1).saturating_sub(g.edge_recent_steps);
-    for draw in 1..=g.edge_max_draws {
+    let mut draws_left = g.edge_max_draws.max(1);
+    loop {
         let task = draw_task(config, task_rng);
-        let unit = g.edge_unit.of(&task.key);
-        let verdict: Verdict = competence.verdict(&unit, first_batch, g.group_size);
+        draws_left -= 1;
+        let verdict: Verdict =
+            competence.verdict(&g.edge_unit.of(&task.key), first_batch, g.group_size);
         if verdict.drawable() {
             return task;
         }
-        if draw == g.edge_max_draws {
+        if draws_left == 0 {
             *skipped.entry("forced".to_owned()).or_default() += 1;
             return task;
         }
         *skipped.entry(verdict.skip_reason().to_owned()).or_default() += 1;
     }
-    draw_task(config, task_rng)
 }
 
 /// The episodes of round `round` of batch `index`: `wanted` training tasks (fresh ones,
@@ -173,7 +174,8 @@ fn round_specs(
 }
 
 /// Collects batch `index` with `model`, a snapshot of policy version `version`; with
-/// `task_sampling = "edge"`, its tasks are drawn by `competence`.
+/// `task_sampling = "edge"`, its tasks are drawn by `competence`, which then takes in
+/// every group the batch sampled.
 ///
 /// # Errors
 /// When the model's logits cannot be read back from the device.
@@ -183,7 +185,7 @@ pub fn collect(
     device: &Device,
     index: usize,
     version: usize,
-    competence: &Competence,
+    competence: &mut Competence,
 ) -> anyhow::Result<PendingBatch> {
     let g = &config.grpo;
     let info = policy_info(config, format!("grpo-{version}"));
@@ -214,6 +216,14 @@ pub fn collect(
             gathered.offer(group.to_vec(), config, &spec[0].task.key);
         }
     }
+    if g.task_sampling == TaskSampling::Edge {
+        competence.absorb(
+            g.edge_unit,
+            g.edge_recent_steps,
+            index,
+            &gathered.sampled_groups,
+        );
+    }
     Ok(PendingBatch {
         policy_version: version,
         rollouts: gathered
@@ -232,7 +242,6 @@ pub fn collect(
         },
         task_keys: gathered.task_keys,
         sampled_successes: gathered.sampled_successes,
-        sampled_groups: gathered.sampled_groups,
         edge_skipped: gathered.edge_skipped,
     })
 }

@@ -144,16 +144,8 @@ fn step(trainer: &mut Trainer) -> Result<MetricsRow> {
             &trainer.plain,
             index,
             step,
-            &trainer.competence,
+            &mut trainer.competence,
         )?;
-        if g.task_sampling == TaskSampling::Edge {
-            trainer.competence.absorb(
-                g.edge_unit,
-                g.edge_recent_steps,
-                index,
-                &batch.sampled_groups,
-            );
-        }
         // Every token generated while collecting, discarded groups included.
         generated_before += batch.sampled_tokens;
         trainer.pending.push_back(batch);
