@@ -96,7 +96,7 @@ pub mod update;
 pub use optimizer::{Optimizer, OptimizerKind};
 pub use table::{END, LogitTable, START};
 pub use task::Task;
-pub use train::{Curves, InitialTable, Run, ToySettings, build_batch, train};
+pub use train::{Curves, InitialTable, Run, ToyRun, ToySettings, build_batch, train};
 pub use update::{Batch, UpdateSettings, UpdateStats, loss_and_gradient, update};
 
 #[cfg(test)]

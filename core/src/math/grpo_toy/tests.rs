@@ -256,3 +256,27 @@ fn the_curves_describe_the_rollouts() {
     assert!((c.entropy[0] - 6f64.ln()).abs() < 1e-12);
     assert_eq!(c.kl[0], 0.0);
 }
+
+#[test]
+fn a_run_advanced_in_pieces_equals_the_whole_run() {
+    let settings = ToySettings {
+        dynamic_sampling: true,
+        optimizer: OptimizerKind::Adam,
+        learning_rate: 0.05,
+        ..toy(45)
+    };
+    let whole = train(&settings, 3, 1).unwrap();
+    let mut pieces = ToyRun::new(&settings, 3, 1).unwrap();
+    let mut taken = Vec::new();
+    for count in [1, 0, 7, 13, 30] {
+        taken.push(pieces.advance(count).unwrap());
+        assert_eq!(pieces.curves().reward.len(), pieces.steps_done());
+    }
+    assert_eq!(
+        taken,
+        [1, 0, 7, 13, 24],
+        "the last piece stops at the run's end"
+    );
+    assert!(pieces.finished());
+    assert_eq!(pieces.into_run(), whole);
+}

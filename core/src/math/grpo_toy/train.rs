@@ -138,6 +138,17 @@ impl Curves {
         curve_fields!(make)
     }
 
+    /// The first `steps` values of every curve (all of them when there are fewer).
+    #[must_use]
+    pub fn truncated(&self, steps: usize) -> Self {
+        macro_rules! cut {
+            ($($f:ident),*) => {
+                Self { $($f: self.$f[..steps.min(self.$f.len())].to_vec()),* }
+            };
+        }
+        curve_fields!(cut)
+    }
+
     /// Element-wise mean, minimum and maximum over `runs` (all of the same length).
     pub fn mean_min_max(runs: &[&Self]) -> (Self, Self, Self) {
         fn combine(series: &[&[f64]]) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
@@ -214,16 +225,17 @@ struct Rollouts {
     rewards: Vec<f64>,
 }
 
+/// Records the rollout curves of a step; `layout` is any table of the run's shape (it
+/// maps a response's tokens to their rows).
 fn record_rollouts(
     curves: &mut Curves,
-    settings: &ToySettings,
+    task: &Task,
     rollouts: &Rollouts,
     row_entropies: &[f64],
     row_kls: &[f64],
-    table: &LogitTable,
+    layout: &LogitTable,
 ) {
     let n = rollouts.responses.len() as f64;
-    let task = &settings.task;
     let (mut tokens, mut pass, mut pass_tokens) = (0usize, 0usize, 0usize);
     let (mut entropy, mut kl) = (0.0, 0.0);
     for response in &rollouts.responses {
@@ -232,7 +244,7 @@ fn record_rollouts(
             pass += 1;
             pass_tokens += response.len();
         }
-        for row in token_rows(table, response) {
+        for row in token_rows(layout, response) {
             entropy += row_entropies[row];
             kl += row_kls[row];
         }
@@ -295,52 +307,113 @@ pub fn build_batch(
     Ok((batch, mixed_count))
 }
 
-/// Trains one run from stream `stream` of generator `seed`.
+/// A run in progress: the table, its optimiser and its random stream after some steps,
+/// advanced one step at a time by [`ToyRun::step`] (the page trains a few steps per
+/// animation frame; [`train`] runs every step at once, with the same numbers).
 ///
 /// Draw order: one [`RandomStream`], `RandomStream::new(seed, stream)`; each step draws
 /// its `B` groups in order, each group its `G` responses in order, each response one
 /// categorical draw per token. Nothing else is random, so a run is a pure function of
-/// its settings, `seed` and `stream`.
-pub fn train(settings: &ToySettings, seed: u64, stream: u64) -> Result<Run> {
-    validate(settings)?;
-    let task = &settings.task;
-    let (vocab, max_length) = (task.vocab, task.max_length);
-    let mut rng = RandomStream::new(seed, stream);
-    let reference = settings.initial.table(vocab, max_length);
-    let ref_log_probs = reference.log_probs();
-    let mut table = reference.clone();
-    let mut optimizer = Optimizer::new(
-        settings.optimizer,
-        settings.learning_rate,
-        table.logits().len(),
-    );
-    let mut curves = Curves::with_capacity(settings.steps);
-    let group_size = settings.group_size;
-    for step in 0..settings.steps {
+/// its settings, `seed` and `stream`, however its steps are split.
+#[derive(Debug, Clone)]
+pub struct ToyRun {
+    settings: ToySettings,
+    rng: RandomStream,
+    reference: LogitTable,
+    ref_log_probs: Vec<f64>,
+    table: LogitTable,
+    optimizer: Optimizer,
+    curves: Curves,
+}
+
+impl ToyRun {
+    /// A run at step 0 from stream `stream` of generator `seed` (checks `settings`).
+    pub fn new(settings: &ToySettings, seed: u64, stream: u64) -> Result<Self> {
+        validate(settings)?;
+        let (vocab, max_length) = (settings.task.vocab, settings.task.max_length);
+        let reference = settings.initial.table(vocab, max_length);
+        let ref_log_probs = reference.log_probs();
+        let table = reference.clone();
+        let optimizer = Optimizer::new(
+            settings.optimizer,
+            settings.learning_rate,
+            table.logits().len(),
+        );
+        Ok(Self {
+            settings: settings.clone(),
+            rng: RandomStream::new(seed, stream),
+            reference,
+            ref_log_probs,
+            table,
+            optimizer,
+            curves: Curves::with_capacity(settings.steps),
+        })
+    }
+
+    /// Steps taken so far.
+    pub fn steps_done(&self) -> usize {
+        self.curves.reward.len()
+    }
+
+    /// Whether every step of `settings.steps` has been taken.
+    pub fn finished(&self) -> bool {
+        self.steps_done() >= self.settings.steps
+    }
+
+    /// The curves so far, one value per step taken.
+    pub fn curves(&self) -> &Curves {
+        &self.curves
+    }
+
+    /// The table after the steps taken.
+    pub fn table(&self) -> &LogitTable {
+        &self.table
+    }
+
+    /// The finished run (or the run so far).
+    pub fn into_run(self) -> Run {
+        Run {
+            curves: self.curves,
+            table: self.table,
+        }
+    }
+
+    /// Takes up to `count` more steps (fewer when the run ends first); returns how many.
+    /// An error (divergence, or a cancelled computation) leaves the run where it
+    /// stopped.
+    pub fn advance(&mut self, count: usize) -> Result<usize> {
+        let mut taken = 0;
+        while taken < count && !self.finished() {
+            self.step()?;
+            taken += 1;
+        }
+        Ok(taken)
+    }
+
+    /// Takes one step: sample `B G` responses, record the curves, build the batch, and
+    /// update the table for `E` epochs.
+    pub fn step(&mut self) -> Result<()> {
         if crate::cancel::requested() {
             return Err(crate::cancel::cancelled_error());
         }
-        let log_probs = table.log_probs();
+        let settings = &self.settings;
+        let step = self.steps_done();
+        let task = &settings.task;
+        let (vocab, max_length) = (task.vocab, task.max_length);
+        let group_size = settings.group_size;
+        let log_probs = self.table.log_probs();
         let probs: Vec<f64> = log_probs.iter().map(|l| l.exp()).collect();
         let row_entropies: Vec<f64> = log_probs.chunks_exact(vocab).map(row_entropy).collect();
         let row_kls: Vec<f64> = log_probs
             .chunks_exact(vocab)
-            .zip(ref_log_probs.chunks_exact(vocab))
+            .zip(self.ref_log_probs.chunks_exact(vocab))
             .map(|(l, r)| row_kl(l, r))
             .collect();
         let responses: Vec<Vec<usize>> = (0..settings.groups * group_size)
-            .map(|_| sample_response(&probs, vocab, max_length, &mut rng))
+            .map(|_| sample_response(&probs, vocab, max_length, &mut self.rng))
             .collect();
         let rewards: Vec<f64> = responses.iter().map(|r| task.reward(r)).collect();
         let rollouts = Rollouts { responses, rewards };
-        record_rollouts(
-            &mut curves,
-            settings,
-            &rollouts,
-            &row_entropies,
-            &row_kls,
-            &table,
-        );
         let (batch, mixed_count) = build_batch(
             &rollouts.responses,
             &rollouts.rewards,
@@ -348,33 +421,51 @@ pub fn train(settings: &ToySettings, seed: u64, stream: u64) -> Result<Run> {
             &settings.advantage,
             settings.dynamic_sampling,
         )?;
+        let stats = if batch.responses.is_empty() {
+            None
+        } else {
+            let stats = update(
+                &mut self.table,
+                &self.reference,
+                &mut self.optimizer,
+                &batch,
+                &settings.update,
+            )
+            .map_err(|e| diverged(step, &e))?;
+            if !self.table.is_bounded() {
+                return Err(diverged(
+                    step,
+                    &FieldError::new(
+                        "logits",
+                        format!("a logit left [-{MAX_LOGIT:e}, {MAX_LOGIT:e}]"),
+                    ),
+                ));
+            }
+            Some(stats)
+        };
+        // The step's row is pushed whole only once the update has succeeded, so the
+        // curves always have one value per step taken.
+        let curves = &mut self.curves;
+        record_rollouts(
+            curves,
+            task,
+            &rollouts,
+            &row_entropies,
+            &row_kls,
+            &self.reference,
+        );
         curves
             .effective_groups
             .push(mixed_count as f64 / settings.groups as f64);
-        if batch.responses.is_empty() {
-            curves.clip_low.push(0.0);
-            curves.clip_high.push(0.0);
-            continue;
-        }
-        let stats = update(
-            &mut table,
-            &reference,
-            &mut optimizer,
-            &batch,
-            &settings.update,
-        )
-        .map_err(|e| diverged(step, &e))?;
-        if !table.is_bounded() {
-            return Err(diverged(
-                step,
-                &FieldError::new(
-                    "logits",
-                    format!("a logit left [-{MAX_LOGIT:e}, {MAX_LOGIT:e}]"),
-                ),
-            ));
-        }
-        curves.clip_low.push(stats.clip_low);
-        curves.clip_high.push(stats.clip_high);
+        curves.clip_low.push(stats.map_or(0.0, |s| s.clip_low));
+        curves.clip_high.push(stats.map_or(0.0, |s| s.clip_high));
+        Ok(())
     }
-    Ok(Run { curves, table })
+}
+
+/// Trains one run from stream `stream` of generator `seed`: [`ToyRun`] to its last step.
+pub fn train(settings: &ToySettings, seed: u64, stream: u64) -> Result<Run> {
+    let mut run = ToyRun::new(settings, seed, stream)?;
+    run.advance(settings.steps)?;
+    Ok(run.into_run())
 }
