@@ -122,7 +122,7 @@ fn checked_value(control: &Control, value: &str) -> Result<String, FieldError> {
 /// What a control accepts, in words, for `arlbook figure <name> --controls`.
 pub fn describe_control(control: &Control) -> String {
     match control.kind {
-        ControlKind::Slider { min, max, step } => format!(
+        ControlKind::Slider { min, max, step, .. } => format!(
             "number in [{}, {}], step {}",
             format_number(min, DECIMALS),
             format_number(max, DECIMALS),

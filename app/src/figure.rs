@@ -27,6 +27,9 @@ pub enum ControlKind {
         max: f64,
         /// Step of the slider (values in the URL may be finer).
         step: f64,
+        /// Whether a play button beside it moves it from `min` to `max`, one step per
+        /// frame (a figure that shows a run up to a point in it).
+        play: bool,
     },
     /// A checkbox; `1` or `0`.
     Toggle,
@@ -61,10 +64,37 @@ pub const fn slider(
     step: f64,
     default: &'static str,
 ) -> Control {
+    any_slider(key, label, (min, max, step), default, false)
+}
+
+/// A slider with a play button that moves it from `min` to `max`, one step per frame.
+pub const fn playable_slider(
+    key: &'static str,
+    label: &'static str,
+    min: f64,
+    max: f64,
+    step: f64,
+    default: &'static str,
+) -> Control {
+    any_slider(key, label, (min, max, step), default, true)
+}
+
+const fn any_slider(
+    key: &'static str,
+    label: &'static str,
+    (min, max, step): (f64, f64, f64),
+    default: &'static str,
+    play: bool,
+) -> Control {
     Control {
         key,
         label,
-        kind: ControlKind::Slider { min, max, step },
+        kind: ControlKind::Slider {
+            min,
+            max,
+            step,
+            play,
+        },
         default,
     }
 }
@@ -142,10 +172,13 @@ pub const EMBED_HEIGHT_LISTENER: &str = "<script>addEventListener(\"message\",e=
 impl Meta {
     /// The embed code's fallback frame height at [`EMBED_WIDTH`], for pages that leave
     /// the listener out: the canvas at that width (less the frame's padding) plus room
-    /// for the header, the controls, the readouts, the caption and the buttons. The
+    /// for the header, the controls, the readouts, the caption and the buttons, and 30
+    /// px for each row of controls past five (two controls a row at that width). The
     /// browser test checks every figure's content fits in it.
     pub fn embed_height(&self) -> u32 {
-        (728.0 * self.aspect).round() as u32 + 620
+        let rows = self.controls.len().div_ceil(2);
+        let extra_rows = u32::try_from(rows.saturating_sub(5)).unwrap_or(u32::MAX);
+        (728.0 * self.aspect).round() as u32 + 620 + 30 * extra_rows
     }
 
     /// Height divided by width at a CSS width of `css_width` pixels: the wide layout,
@@ -456,6 +489,20 @@ pub trait Figure: Sync + 'static {
     const META: Meta;
     /// Computes the figure's numbers for a state (through the compute API).
     fn compute(state: &State) -> Result<Self::Output, FieldError>;
+    /// Computes as much as fits before `out_of_time()` says stop, for a figure whose
+    /// numbers take longer than a frame (a training run): the page draws the part and
+    /// calls again on the next frame until [`Figure::complete`] says the output is
+    /// whole. The default computes everything at once, as [`Figure::compute`].
+    fn compute_within(
+        state: &State,
+        _out_of_time: &dyn Fn() -> bool,
+    ) -> Result<Self::Output, FieldError> {
+        Self::compute(state)
+    }
+    /// Whether `output` is the whole figure (always, by default).
+    fn complete(_output: &Self::Output) -> bool {
+        true
+    }
     /// The key numbers shown under the figure.
     fn readouts(output: &Self::Output) -> Vec<Readout>;
     /// Draws the figure on `area`.
@@ -481,6 +528,8 @@ pub trait Figure: Sync + 'static {
 pub trait Evaluated {
     /// The readouts.
     fn readouts(&self) -> Vec<Readout>;
+    /// Whether the figure is whole (see [`Figure::complete`]).
+    fn complete(&self) -> bool;
     /// The tooltip at a point of the drawing (see [`Figure::hover`]).
     fn hover(&self, point: (f64, f64), size: (f64, f64), narrow: bool) -> Option<String>;
     /// The drawing as an SVG document of `width` × `height` pixels, its panels stacked
@@ -503,6 +552,12 @@ pub trait AnyFigure: Sync {
     fn meta(&self) -> &'static Meta;
     /// Computes it.
     fn evaluate(&self, state: &State) -> Result<Box<dyn Evaluated>, FieldError>;
+    /// Computes what fits before `out_of_time()` (see [`Figure::compute_within`]).
+    fn evaluate_within(
+        &self,
+        state: &State,
+        out_of_time: &dyn Fn() -> bool,
+    ) -> Result<Box<dyn Evaluated>, FieldError>;
 }
 
 /// Wraps a [`Figure`] type as an [`AnyFigure`] value.
@@ -518,6 +573,16 @@ impl<F: Figure> AnyFigure for Registered<F> {
             output: F::compute(state)?,
         }))
     }
+
+    fn evaluate_within(
+        &self,
+        state: &State,
+        out_of_time: &dyn Fn() -> bool,
+    ) -> Result<Box<dyn Evaluated>, FieldError> {
+        Ok(Box::new(Evaluation::<F> {
+            output: F::compute_within(state, out_of_time)?,
+        }))
+    }
 }
 
 struct Evaluation<F: Figure> {
@@ -527,6 +592,10 @@ struct Evaluation<F: Figure> {
 impl<F: Figure> Evaluated for Evaluation<F> {
     fn readouts(&self) -> Vec<Readout> {
         F::readouts(&self.output)
+    }
+
+    fn complete(&self) -> bool {
+        F::complete(&self.output)
     }
 
     fn hover(&self, point: (f64, f64), size: (f64, f64), narrow: bool) -> Option<String> {
@@ -566,6 +635,7 @@ mod tests {
                 min: 0.0,
                 max: 1.0,
                 step: 0.01,
+                play: false,
             },
             default: "0.5",
         },

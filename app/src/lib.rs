@@ -13,6 +13,8 @@
 //!   (what `arlbook figure` runs).
 //! - [`sweep`]: the settings a reader can reach with a figure's controls, for the tests
 //!   that check each gives a figure.
+//! - [`thumbnail`]: each chapter's picture on the contents page, drawn by the chapter's
+//!   own drawing code.
 //! - `web` (wasm32 only): the Leptos page — table of contents, chapter pages,
 //!   `/embed/<figure>`, the figure frame with its controls, canvas and export buttons.
 //!
@@ -27,6 +29,7 @@ pub mod mathml;
 pub mod plot;
 pub mod query;
 pub mod sweep;
+pub mod thumbnail;
 
 #[cfg(target_arch = "wasm32")]
 mod web;

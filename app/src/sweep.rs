@@ -45,7 +45,7 @@ impl Setting {
 /// The values the sweep gives control `control`.
 pub fn values(control: &Control) -> Vec<String> {
     match control.kind {
-        ControlKind::Slider { min, max, step } => slider_values(min, max, step),
+        ControlKind::Slider { min, max, step, .. } => slider_values(min, max, step),
         ControlKind::Toggle => vec!["0".to_owned(), "1".to_owned()],
         ControlKind::Choice(options) => options.iter().map(|o| (*o).to_owned()).collect(),
         ControlKind::Rewards => {

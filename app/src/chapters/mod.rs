@@ -85,6 +85,7 @@ figures! {
     ppo::gae::Gae,
     grpo::group_advantages::GroupAdvantages,
     grpo::reductions::Reductions,
+    grpo::over_a_run::GrpoRun,
     sparse_reward::mixed_groups::MixedGroups,
     sparse_reward::shaping::Shaping,
     evaluation::pass_at_k::PassAtK,

@@ -26,6 +26,11 @@ use crate::figure::{
 };
 use crate::plot::{DECIMALS, format_number, rich};
 
+/// What one evaluation of a figure that computes over several frames (a training run)
+/// may spend before it shows what it has, in milliseconds: with the drawing it fits a
+/// 60 Hz frame, and the next frame goes on where it stopped.
+const FRAME_WORK_MS: f64 = 4.0;
+
 /// Width of the SVG export, in pixels (the default of `arlbook figure` too).
 const EXPORT_WIDTH: u32 = crate::export::DEFAULT_WIDTH;
 
@@ -158,9 +163,14 @@ pub(super) fn readout_items(readouts: Vec<Readout>) -> impl IntoView {
         .collect_view()
 }
 
-/// One figure with its frame.
+/// One figure with its frame. With `controls_shown` (the contents page's small
+/// figure) only those controls are shown, and neither the caption nor the buttons.
 #[component]
-pub fn FigureFrame(figure: &'static dyn AnyFigure, embed: bool) -> impl IntoView {
+pub fn FigureFrame(
+    figure: &'static dyn AnyFigure,
+    embed: bool,
+    #[prop(optional)] controls_shown: Option<&'static [&'static str]>,
+) -> impl IntoView {
     let meta = figure.meta();
     let id = meta.id;
     let state = RwSignal::new(State::from_pairs(
@@ -175,6 +185,10 @@ pub fn FigureFrame(figure: &'static dyn AnyFigure, embed: bool) -> impl IntoView
     let draw_ms = RwSignal::new(0.0_f64);
     // How many evaluations have been shown: browser tests wait for it to move.
     let draws = RwSignal::new(0_u64);
+    // Whether the figure on the canvas is whole; while it is not, each frame asks for
+    // the next part by bumping `more`.
+    let complete = RwSignal::new(true);
+    let more = RwSignal::new(0_u32);
     let resized = RwSignal::new(0_u32);
     let canvas_ref = NodeRef::<leptos::html::Canvas>::new();
 
@@ -194,6 +208,7 @@ pub fn FigureFrame(figure: &'static dyn AnyFigure, embed: bool) -> impl IntoView
         let shown = Rc::clone(&for_effect);
         let current = state.get();
         resized.track();
+        more.track();
         let plan = backend.plan();
         let Some(canvas) = canvas_ref.get() else {
             return;
@@ -206,6 +221,7 @@ pub fn FigureFrame(figure: &'static dyn AnyFigure, embed: bool) -> impl IntoView
             badge.set(Badge::of(&evaluation.summary, gpu));
             match evaluation.result {
                 Ok(evaluated) => {
+                    ask_for_the_rest(evaluated.complete(), complete, more);
                     readouts.set(evaluated.readouts());
                     if let Some(canvas) = canvas_ref.get_untracked() {
                         draw(&*evaluated, &canvas, canvas_width.of(&canvas), meta, error);
@@ -226,7 +242,10 @@ pub fn FigureFrame(figure: &'static dyn AnyFigure, embed: bool) -> impl IntoView
             plan,
             &answers,
             &generation,
-            move || figure.evaluate(&current),
+            move || {
+                let begun = browser::now_ms();
+                figure.evaluate_within(&current, &move || browser::now_ms() - begun > FRAME_WORK_MS)
+            },
             show,
         );
         if !started_work {
@@ -236,11 +255,12 @@ pub fn FigureFrame(figure: &'static dyn AnyFigure, embed: bool) -> impl IntoView
 
     view! {
         <figure
-            class="figure"
+            class=if controls_shown.is_some() { "figure compact" } else { "figure" }
             id=id
             data-redraw-ms=move || format!("{:.2}", redraw_ms.get())
             data-draw-ms=move || format!("{:.2}", draw_ms.get())
             data-draws=move || draws.get().to_string()
+            data-complete=move || if complete.get() { "1" } else { "0" }
             data-backend=move || badge.with(|b| b.kind)
         >
             <header class="figure-head">
@@ -255,11 +275,7 @@ pub fn FigureFrame(figure: &'static dyn AnyFigure, embed: bool) -> impl IntoView
                 </span>
             </header>
             <div class="controls">
-                {meta
-                    .controls
-                    .iter()
-                    .map(|control| control_view(id, embed, control, state))
-                    .collect_view()}
+                {controls_view(meta, embed, controls_shown, state)}
             </div>
             <canvas
                 node_ref=canvas_ref
@@ -279,11 +295,7 @@ pub fn FigureFrame(figure: &'static dyn AnyFigure, embed: bool) -> impl IntoView
                 {move || error.get().unwrap_or_default()}
             </p>
             <dl class="readouts">{move || readout_items(readouts.get())}</dl>
-            <figcaption>
-                <strong>"What to try. "</strong>
-                <span inner_html=rich::html(meta.caption)></span>
-            </figcaption>
-            <Actions figure=figure embed=embed state=state canvas_ref=canvas_ref error=error/>
+            {controls_shown.is_none().then(|| caption_and_actions(figure, embed, state, canvas_ref, error))}
         </figure>
     }
 }
@@ -411,6 +423,68 @@ fn update(id: &str, embed: bool, state: RwSignal<State>, key: &str, value: Strin
     browser::write_query(&prefix(id, embed), pairs);
 }
 
+/// Notes whether the figure shown is whole and, while it is not, asks for its next
+/// part on the next frame (bumping `more`, which the redraw effect tracks).
+fn ask_for_the_rest(whole: bool, complete: RwSignal<bool>, more: RwSignal<u32>) {
+    complete.set(whole);
+    if !whole {
+        request_animation_frame(move || more.update(|n| *n = n.wrapping_add(1)));
+    }
+}
+
+/// The figure's controls, or only those in `shown`.
+fn controls_view(
+    meta: &'static Meta,
+    embed: bool,
+    shown: Option<&'static [&'static str]>,
+    state: RwSignal<State>,
+) -> impl IntoView + use<> {
+    meta.controls
+        .iter()
+        .filter(|control| shown.is_none_or(|keys| keys.contains(&control.key)))
+        .map(|control| control_view(meta.id, embed, control, state))
+        .collect_view()
+}
+
+/// The caption ("What to try") and the export and sharing buttons.
+fn caption_and_actions(
+    figure: &'static dyn AnyFigure,
+    embed: bool,
+    state: RwSignal<State>,
+    canvas_ref: NodeRef<leptos::html::Canvas>,
+    error: RwSignal<Option<String>>,
+) -> impl IntoView + use<> {
+    view! {
+        <figcaption>
+            <strong>"What to try. "</strong>
+            <span inner_html=rich::html(figure.meta().caption)></span>
+        </figcaption>
+        <Actions figure=figure embed=embed state=state canvas_ref=canvas_ref error=error/>
+    }
+}
+
+/// One frame of a slider's playback: sets it to `value` and, unless that was its end,
+/// asks for the next frame at `value + step`. A reader who moves the slider (or a
+/// second playback) changes its value, and this playback then stops.
+fn play_frame(
+    id: &'static str,
+    embed: bool,
+    state: RwSignal<State>,
+    key: &'static str,
+    value: f64,
+    (min, max, step): (f64, f64, f64),
+) {
+    let text = snap_to_step(&value.to_string(), min, max, step);
+    update(id, embed, state, key, text.clone());
+    if value + step <= max + step * 1e-9 {
+        request_animation_frame(move || {
+            if state.with_untracked(|s| s.get(key) == text) {
+                play_frame(id, embed, state, key, value + step, (min, max, step));
+            }
+        });
+    }
+}
+
 fn control_view(
     id: &'static str,
     embed: bool,
@@ -421,7 +495,12 @@ fn control_view(
     let element_id = format!("{id}-input-{key}");
     let value = move || state.with(|s| s.get(key).to_owned());
     match control.kind {
-        ControlKind::Slider { min, max, step } => view! {
+        ControlKind::Slider {
+            min,
+            max,
+            step,
+            play,
+        } => view! {
             <div class="control">
                 <label for=element_id.clone() inner_html=rich::html(control.label)></label>
                 <input
@@ -437,6 +516,17 @@ fn control_view(
                     }
                 />
                 <output for=element_id>{value}</output>
+                {play.then(|| view! {
+                    <button
+                        type="button"
+                        class="play"
+                        id=format!("{id}-play-{key}")
+                        title="Move the slider from its start to its end, one step per frame"
+                        on:click=move |_| play_frame(id, embed, state, key, min, (min, max, step))
+                    >
+                        "▶ play"
+                    </button>
+                })}
             </div>
         }
         .into_any(),

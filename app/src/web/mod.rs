@@ -17,6 +17,7 @@ mod width;
 
 use crate::chapters::{self, Block, CHAPTERS, Chapter};
 use crate::mathml;
+use crate::thumbnail::{self, Picture};
 use explorer::ComputeExplorer;
 use frame::FigureFrame;
 use gpu::Backend;
@@ -75,9 +76,28 @@ fn BackendBadge() -> impl IntoView {
     }
 }
 
-/// The table of contents.
+/// The figure the contents page opens on, and the controls it shows there (the rest
+/// keep their defaults; the chapter has them all).
+const HERO_FIGURE: &str = "grpo-run";
+const HERO_CONTROLS: &[&str] = &["reduction", "eps_high", "beta", "shown"];
+
+/// The table of contents: the GRPO-over-a-run figure, live and small, then every
+/// chapter with a thumbnail of its picture ([`crate::thumbnail`]).
 #[component]
 fn Contents() -> impl IntoView {
+    let hero = chapters::figure(HERO_FIGURE).map(|figure| {
+        let chapter = chapters::chapter_of(HERO_FIGURE).map_or("grpo", |c| c.id);
+        view! {
+            <section class="hero" aria-label="A live figure">
+                <FigureFrame figure=figure embed=false controls_shown=HERO_CONTROLS/>
+                <p class="hero-note">
+                    "A tiny policy trained by GRPO, in this page, for 200 steps and eight seeds. "
+                    <a href=format!("/chapter/{chapter}#{HERO_FIGURE}")>"Its chapter"</a>
+                    " has every control and says what to try."
+                </p>
+            </section>
+        }
+    });
     view! {
         <header class="masthead title">
             <h1>"arlbook"</h1>
@@ -89,16 +109,23 @@ fn Contents() -> impl IntoView {
             </p>
         </header>
         <main>
+            {hero}
             <nav aria-label="Contents" id="contents">
                 <h2>"Contents"</h2>
                 <ol class="toc">
                     {CHAPTERS
                         .iter()
-                        .map(|c| {
+                        .enumerate()
+                        .map(|(order, c)| {
                             view! {
                                 <li>
-                                    <a href=format!("/chapter/{}", c.id)>{c.title}</a>
-                                    <p>{c.summary}</p>
+                                    <a class="thumb-link" href=format!("/chapter/{}", c.id) tabindex="-1" aria-hidden="true">
+                                        <Thumbnail chapter=c order=order/>
+                                    </a>
+                                    <div>
+                                        <a href=format!("/chapter/{}", c.id)>{c.title}</a>
+                                        <p>{c.summary}</p>
+                                    </div>
                                 </li>
                             }
                         })
@@ -110,6 +137,54 @@ fn Contents() -> impl IntoView {
                 </p>
             </nav>
         </main>
+    }
+}
+
+/// A chapter's picture, drawn once its canvas exists, one chapter after another
+/// (`order` times [`THUMBNAIL_STAGGER_MS`]) so the page stays responsive while they
+/// compute. The canvas carries `data-drawn` (`1` drawn, `0` not yet, or the error).
+#[component]
+fn Thumbnail(chapter: &'static Chapter, order: usize) -> impl IntoView {
+    let canvas_ref = NodeRef::<leptos::html::Canvas>::new();
+    let drawn = RwSignal::new("0".to_owned());
+    let picture = Picture::of(chapter);
+    let aspect = picture.map_or(0.5, |p| p.aspect());
+    Effect::new(move |_| {
+        let (Some(canvas), Some(picture)) = (canvas_ref.get(), picture) else {
+            return;
+        };
+        set_timeout(
+            move || drawn.set(draw_thumbnail(&canvas, picture, aspect)),
+            std::time::Duration::from_millis(THUMBNAIL_STAGGER_MS * order as u64),
+        );
+    });
+    view! {
+        <canvas
+            class="thumb"
+            id=format!("thumb-{}", chapter.id)
+            node_ref=canvas_ref
+            style=format!("aspect-ratio: 1 / {aspect}")
+            role="img"
+            aria-label=format!("{}: its main figure", chapter.title)
+            data-drawn=move || drawn.get()
+        ></canvas>
+    }
+}
+
+/// Delay between two thumbnails' drawings, milliseconds.
+const THUMBNAIL_STAGGER_MS: u64 = 30;
+
+/// Sizes `canvas` to its CSS width at the device pixel ratio and draws `picture` on
+/// it, laid out at [`thumbnail::LAYOUT_WIDTH`] and scaled down; `1`, or the error.
+fn draw_thumbnail(canvas: &web_sys::HtmlCanvasElement, picture: Picture, aspect: f64) -> String {
+    let css_width = f64::from(canvas.client_width().max(1));
+    let dpr = web_sys::window().map_or(1.0, |w| w.device_pixel_ratio());
+    let width = (css_width * dpr).round().max(1.0);
+    canvas.set_width(width as u32);
+    canvas.set_height((width * aspect).round().max(1.0) as u32);
+    match picture.draw_canvas(canvas, width / thumbnail::LAYOUT_WIDTH) {
+        Ok(()) => "1".to_owned(),
+        Err(error) => error,
     }
 }
 

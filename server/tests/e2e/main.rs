@@ -439,6 +439,23 @@ fn chapters_load_with_their_figures(checks: &mut Checks) {
                 .failures
                 .push(format!("contents: no link to chapter {}", chapter.id));
         }
+        // Each entry's thumbnail is drawn (`data-drawn` is 1, or the error).
+        let thumb = format!("thumb-{}", chapter.id);
+        match browser::attribute(&dom, &thumb, "data-drawn").as_deref() {
+            Some("1") => {}
+            other => checks
+                .failures
+                .push(format!("contents: thumbnail {thumb} is {other:?}")),
+        }
+    }
+    // The page opens on the GRPO-over-a-run figure, live, whole, without an error.
+    checks.no_error("/", &dom, "grpo-run");
+    if browser::attribute(&dom, "grpo-run", "data-complete").as_deref() != Some("1")
+        || browser::readout(&dom, "grpo-run-step") != Some(200.0)
+    {
+        checks
+            .failures
+            .push("contents: the GRPO run did not reach step 200".to_owned());
     }
     for chapter in CHAPTERS {
         let path = format!("/chapter/{}", chapter.id);

@@ -228,7 +228,7 @@ const NARROWEST: u32 = 320;
 /// the embed code's, a laptop's.
 const LAYOUT_WIDTHS: [u32; 5] = [NARROWEST, 414, 640, EMBED_WIDTH, 1280];
 
-/// Every chapter and every embed at each of [`LAYOUT_WIDTHS`]: nothing wider than the
+/// The contents, every chapter and every embed at each of [`LAYOUT_WIDTHS`]: nothing wider than the
 /// window, no two controls on top of each other, no display formula cut
 /// at its left edge or without a scroll, no figure's labels overlapping or leaving its
 /// canvas.
@@ -249,10 +249,12 @@ fn layout_holds_at(checks: &mut Checks, width: u32) {
     if inner != u64::from(width) {
         eprintln!("e2e: the window's inner width is {inner} px (asked for {width})");
     }
-    let mut pages: Vec<(String, Option<&str>)> = CHAPTERS
-        .iter()
-        .map(|c| (format!("/chapter/{}?backend=cpu", c.id), None))
-        .collect();
+    let mut pages: Vec<(String, Option<&str>)> = vec![("/?backend=cpu".to_owned(), None)];
+    pages.extend(
+        CHAPTERS
+            .iter()
+            .map(|c| (format!("/chapter/{}?backend=cpu", c.id), None)),
+    );
     pages.extend(FIGURES.iter().map(|f| {
         (
             format!("/embed/{}?backend=cpu", f.meta().id),

@@ -3,6 +3,7 @@
 use super::{Block, Chapter};
 
 pub mod group_advantages;
+pub mod over_a_run;
 pub mod reductions;
 
 /// The chapter.
@@ -54,5 +55,28 @@ pub const CHAPTER: Chapter = Chapter {
              compared.",
         ),
         Block::Figure("reductions"),
+        Block::Heading("GRPO over a run"),
+        Block::Text(
+            "One step of the loss says little about where a run goes. The figure below \
+             trains a tiny policy for hundreds of steps with the same update the trainer \
+             uses: a table of logits, one row per position and previous token, picks \
+             tokens from six (token 0 ends the answer, at most eight tokens), and an \
+             answer passes when it holds tokens 2 and 3 side by side. Each step samples \
+             $B$ groups of $G$ answers, scores them, compares each reward with its \
+             group, and takes $E$ clipped steps on the batch.",
+        ),
+        Block::Text(
+            "Three choices argued over in practice show up within seconds. The reduction \
+             decides how much each token of an answer weighs: under seq-mean-token-mean a \
+             short passing answer puts more weight on each of its tokens than a long one, \
+             so answers shrink once most of them pass (the bias Dr. GRPO removes by \
+             dividing by a constant). The upper clip width decides how fast a rare token \
+             that helped may grow: with $\\varepsilon_{\\mathrm{high}} = \\varepsilon_{\\mathrm{low}}$ \
+             a policy that starts out sure of one token loses its spread faster than with \
+             DAPO's wider upper bound. And $\\beta$ ties the policy to where it started: \
+             the KL estimate in the loss keeps the distance small, at the price of \
+             reward.",
+        ),
+        Block::Figure("grpo-run"),
     ],
 };
