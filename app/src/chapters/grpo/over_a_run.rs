@@ -154,8 +154,9 @@ thread_local! {
 }
 
 /// Advances the runs of `request` to step `target` (one step of each run in turn, so
-/// the bands grow together) until they are there or `out_of_time()`; returns each run
-/// cut at `target` and whether all are there.
+/// the bands grow together) until they are there or `out_of_time()` (one round only
+/// when the settings are new); returns each run cut at `target` and whether all are
+/// there.
 fn advance(
     request: &grpo_toy::Request,
     target: usize,
@@ -165,7 +166,11 @@ fn advance(
         serde_json::to_string(request).map_err(|e| FieldError::new("state", e.to_string()))?;
     KEPT.with(|kept| {
         let mut kept = kept.borrow_mut();
-        if kept.as_ref().is_none_or(|k| k.key != key) {
+        // New settings show their first round at once (the reader sees the change in
+        // the next frame); later calls go on until the frame's budget is spent. Every
+        // call that has steps left takes at least one round, so the run always moves.
+        let fresh = kept.as_ref().is_none_or(|k| k.key != key);
+        if fresh {
             let settings = request.settings();
             let slots = (0..RUNS as u64)
                 .map(|stream| {
@@ -178,12 +183,15 @@ fn advance(
             *kept = Some(Kept { key, slots });
         }
         let slots = &mut kept.as_mut().expect("kept above").slots;
-        while !slots.iter().all(|s| s.done_at(target)) && !out_of_time() {
+        while !slots.iter().all(|s| s.done_at(target)) {
             for slot in slots.iter_mut().filter(|s| !s.done_at(target)) {
                 let step = slot.run.steps_done();
                 if let Err(error) = slot.run.step() {
                     slot.diverged = Some((step + 1, error.message));
                 }
+            }
+            if fresh || out_of_time() {
+                break;
             }
         }
         let complete = slots.iter().all(|s| s.done_at(target));
@@ -230,7 +238,13 @@ impl Figure for GrpoRun {
     };
 
     fn compute(state: &State) -> Result<Output, FieldError> {
-        Self::compute_within(state, &|| false)
+        // New settings stop after one round; the second call runs to the end.
+        loop {
+            let output = Self::compute_within(state, &|| false)?;
+            if output.complete {
+                return Ok(output);
+            }
+        }
     }
 
     fn compute_within(state: &State, out_of_time: &dyn Fn() -> bool) -> Result<Output, FieldError> {
