@@ -44,13 +44,7 @@ pub fn parse(body: &[u8], configs: &Path) -> Result<JobRequest, FieldError> {
         None => fields,
     };
     let config = TrainConfig::from_fields(Value::Object(merged))?;
-    config.validate().map_err(|err| {
-        let text = err.to_string();
-        match text.split_once(": ") {
-            Some((field, message)) => FieldError::new(field, message),
-            None => FieldError::new("(request)", text),
-        }
-    })?;
+    config.validate()?;
     Ok(JobRequest { config, preset })
 }
 

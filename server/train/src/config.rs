@@ -11,7 +11,7 @@
 //! `dynamic_sampling` (DAPO's filter), `max_policy_lag`, `entropy_coef` (TRL
 //! `entropy_coef`, verl `entropy_coeff`), and `convention` (whose edge-case rules apply).
 
-use anyhow::{Result, bail};
+use anyhow::Result;
 use arlbook_core::FieldError;
 
 use crate::footprint;
@@ -514,11 +514,11 @@ impl Default for TrainConfig {
     }
 }
 
-fn require(ok: bool, field: &str, message: &str) -> Result<()> {
+fn require(ok: bool, field: &str, message: &str) -> std::result::Result<(), FieldError> {
     if ok {
         Ok(())
     } else {
-        bail!("{field}: {message}")
+        Err(FieldError::new(field, message))
     }
 }
 
@@ -605,7 +605,7 @@ impl TrainConfig {
 
     /// Checks every range; the error names the first bad field.
     #[allow(clippy::too_many_lines, reason = "one flat list of field checks")]
-    pub fn validate(&self) -> Result<()> {
+    pub fn validate(&self) -> std::result::Result<(), FieldError> {
         let m = &self.model;
         require(
             (1..=48).contains(&m.layers),
@@ -653,7 +653,7 @@ impl TrainConfig {
             "must be in 64..=4194304",
         )?;
         match footprint::over_budget(&self.shape(), self.memory_budget_mb) {
-            Some((field, message)) => bail!("{field}: {message}"),
+            Some((field, message)) => Err(FieldError::new(field, message)),
             None => Ok(()),
         }
     }
@@ -674,7 +674,7 @@ impl TrainConfig {
         }
     }
 
-    fn validate_harness(&self) -> Result<()> {
+    fn validate_harness(&self) -> std::result::Result<(), FieldError> {
         let h = &self.harness;
         require(h.max_turns >= 1, "harness.max_turns", "must be at least 1")?;
         require(
@@ -699,7 +699,7 @@ impl TrainConfig {
         )
     }
 
-    fn validate_rest(&self) -> Result<()> {
+    fn validate_rest(&self) -> std::result::Result<(), FieldError> {
         let s = &self.sft;
         positive_rate("sft.learning_rate", s.learning_rate)?;
         let g = &self.grpo;
@@ -803,7 +803,7 @@ impl TrainConfig {
 
     /// Upper bounds on counts: a typo such as `group_size = 1e9` is refused by name
     /// instead of exhausting memory (or running for years) in a training process.
-    fn validate_sizes(&self) -> Result<()> {
+    fn validate_sizes(&self) -> std::result::Result<(), FieldError> {
         let (s, g, h, v) = (&self.sft, &self.grpo, &self.harness, &self.validation);
         for (value, field, most) in [
             (s.steps, "sft.steps", MAX_STEPS),
@@ -832,7 +832,7 @@ impl TrainConfig {
             (v.tasks, "validation.tasks", MAX_TASKS),
         ] {
             if value > most {
-                bail!("{field}: must be at most {most}");
+                return Err(FieldError::new(field, format!("must be at most {most}")));
             }
         }
         require(
@@ -848,7 +848,7 @@ impl TrainConfig {
         self.validate_selection()
     }
 
-    fn validate_selection(&self) -> Result<()> {
+    fn validate_selection(&self) -> std::result::Result<(), FieldError> {
         let v = &self.selection;
         // A candidate past its stage's end is ignored (a shorter run from the same
         // preset keeps its other settings); step 0 is no checkpoint.
@@ -905,7 +905,7 @@ const MAX_BATCH: usize = 4096;
 /// The most distinct tasks a stage may draw from.
 const MAX_TASKS: usize = 10_000_000;
 
-fn positive_rate(field: &str, value: f64) -> Result<()> {
+fn positive_rate(field: &str, value: f64) -> std::result::Result<(), FieldError> {
     require(
         value.is_finite() && value > 0.0 && value < 1.0,
         field,
