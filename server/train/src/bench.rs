@@ -411,7 +411,7 @@ mod tests {
         let mut rng = RandomStream::new(5, 0);
         // Three turns: two tool results of four tokens.
         let episodes: Vec<Episode> = (0..3).map(|_| Episode::random(&mut rng, 7, 3, 4)).collect();
-        let weights = policy.fused_weights().expect("weights");
+        let weights = crate::fused::Weights::of(&policy).expect("weights");
         // burn's passes and the fused ones.
         for weights in [None, Some(&weights)] {
             let engine = Engine {

@@ -111,7 +111,7 @@ impl<'m> ModelGenerator<'m> {
     /// The fused weights, read at the first call (`None` on burn's passes).
     fn load_weights(&mut self) -> Result<()> {
         if self.fused && self.weights.is_none() {
-            self.weights = Some(self.model.fused_weights()?);
+            self.weights = Some(crate::fused::Weights::of(self.model)?);
         }
         Ok(())
     }
@@ -229,7 +229,7 @@ pub struct Engine<'a> {
     pub model: &'a PolicyModel,
     /// Where burn's passes run.
     pub device: &'a Device,
-    /// The fused passes' weights (`PolicyModel::fused_weights`).
+    /// The fused passes' weights (`fused::Weights::of`).
     pub weights: Option<&'a Weights>,
 }
 

@@ -28,7 +28,6 @@ use burn::prelude::*;
 use burn::tensor::activation::{gelu, softmax};
 
 use super::config::ModelConfig;
-use super::fused::{self, weights::Array};
 
 /// Added to the scores of masked keys (finite, so a fully masked row stays a number).
 const MASKED: f32 = -1.0e9;
@@ -36,13 +35,13 @@ const MASKED: f32 = -1.0e9;
 /// One pre-norm transformer block.
 #[derive(Module, Debug)]
 pub struct Block {
-    norm_attention: LayerNorm,
-    qkv: Linear,
-    out: Linear,
-    norm_mlp: LayerNorm,
-    up: Linear,
-    down: Linear,
-    heads: usize,
+    pub(crate) norm_attention: LayerNorm,
+    pub(crate) qkv: Linear,
+    pub(crate) out: Linear,
+    pub(crate) norm_mlp: LayerNorm,
+    pub(crate) up: Linear,
+    pub(crate) down: Linear,
+    pub(crate) heads: usize,
 }
 
 /// The cached keys and values of one block, `[N, H, T, d_head]` each.
@@ -169,11 +168,11 @@ impl Block {
 /// The policy transformer.
 #[derive(Module, Debug)]
 pub struct PolicyModel {
-    tokens: Embedding,
-    positions: Embedding,
-    blocks: Vec<Block>,
-    norm: LayerNorm,
-    head: Linear,
+    pub(crate) tokens: Embedding,
+    pub(crate) positions: Embedding,
+    pub(crate) blocks: Vec<Block>,
+    pub(crate) norm: LayerNorm,
+    pub(crate) head: Linear,
     context: usize,
 }
 
@@ -361,64 +360,6 @@ impl PolicyModel {
         let logits = self.head.forward(self.norm.forward(last));
         let vocab = logits.dims()[2];
         logits.reshape([n, vocab])
-    }
-}
-
-impl Block {
-    /// This block's parameters as plain arrays (see [`crate::fused`]).
-    fn fused_weights(&self) -> anyhow::Result<fused::weights::Block> {
-        Ok(fused::weights::Block {
-            norm_attention: norm_arrays(&self.norm_attention)?,
-            qkv: dense_arrays(&self.qkv)?,
-            out: dense_arrays(&self.out)?,
-            norm_mlp: norm_arrays(&self.norm_mlp)?,
-            up: dense_arrays(&self.up)?,
-            down: dense_arrays(&self.down)?,
-        })
-    }
-}
-
-fn norm_arrays(norm: &LayerNorm) -> anyhow::Result<fused::weights::Norm> {
-    let beta = norm
-        .beta
-        .as_ref()
-        .ok_or_else(|| anyhow::anyhow!("the fused CPU path needs layer norms with a shift"))?;
-    Ok(fused::weights::Norm {
-        gamma: Array::read(&norm.gamma)?,
-        beta: Array::read(beta)?,
-    })
-}
-
-fn dense_arrays(linear: &Linear) -> anyhow::Result<fused::weights::Dense> {
-    let bias = linear
-        .bias
-        .as_ref()
-        .ok_or_else(|| anyhow::anyhow!("the fused CPU path needs linear layers with a bias"))?;
-    Ok(fused::weights::Dense {
-        weight: Array::read(&linear.weight)?,
-        bias: Array::read(bias)?,
-    })
-}
-
-impl PolicyModel {
-    /// Every parameter as a plain array with its id, for the fused CPU path
-    /// ([`crate::fused`]).
-    ///
-    /// # Errors
-    /// When a parameter cannot be read back from its device.
-    pub fn fused_weights(&self) -> anyhow::Result<fused::Weights> {
-        Ok(fused::Weights {
-            tokens: Array::read(&self.tokens.weight)?,
-            positions: Array::read(&self.positions.weight)?,
-            blocks: self
-                .blocks
-                .iter()
-                .map(Block::fused_weights)
-                .collect::<anyhow::Result<_>>()?,
-            norm: norm_arrays(&self.norm)?,
-            head: dense_arrays(&self.head)?,
-            heads: self.blocks.first().map_or(1, |b| b.heads),
-        })
     }
 }
 

@@ -412,7 +412,7 @@ mod tests {
         let model = PolicyModel::new(&model_config, vocab(), &device);
         let config = TrainConfig::default();
         let episodes = teacher_episodes(&config, 3);
-        let weights = model.fused_weights().unwrap();
+        let weights = crate::fused::Weights::of(&model).unwrap();
         let engine = Engine {
             model: &model,
             device: &device,

@@ -45,7 +45,7 @@ impl<'a> Path<'a> {
 /// When a parameter cannot be read back.
 pub fn weights_for(model: &PolicyModel, plain: &Device) -> Result<Option<Weights>> {
     if *plain == Device::flex() {
-        model.fused_weights().map(Some)
+        Weights::of(model).map(Some)
     } else {
         Ok(None)
     }

@@ -9,6 +9,7 @@ use burn::tensor::activation::{gelu, softmax};
 
 use super::attention::{self, Shape};
 use super::score::{Entropy, Path, score};
+use super::weights::Weights;
 use super::{gelu as fused_gelu, head, norm};
 use crate::batching::micro_batch;
 use crate::config::ModelConfig;
@@ -272,7 +273,7 @@ fn the_fused_network_scores_and_differentiates_as_burn_s_graph() {
         context: 640,
     };
     let model = PolicyModel::new(&config, vocab(), &device);
-    let weights = model.fused_weights().expect("weights");
+    let weights = Weights::of(&model).expect("weights");
     let rows = rollouts();
     let refs: Vec<&Rollout> = rows.iter().collect();
     let micro = micro_batch(&refs, vocab(), &device);
@@ -333,7 +334,7 @@ fn generation_passes_match_burn_s_prefill_extension_and_decode_steps() {
         context: 128,
     };
     let model = PolicyModel::new(&config, vocab(), &device);
-    let weights = model.fused_weights().expect("weights");
+    let weights = Weights::of(&model).expect("weights");
     let v = vocab() as u32;
     let mut rng = RandomStream::new(8, 1);
     let mut tokens = |n: usize| -> Vec<u32> { (0..n).map(|_| 6 + rng.below(v - 6)).collect() };

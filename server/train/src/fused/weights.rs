@@ -1,11 +1,15 @@
 //! The policy's parameters as plain row-major `f32` arrays, each with the id of the burn
 //! parameter it was read from, so that gradients computed on them go back to burn's
 //! optimizer under the right ids ([`Weights::into_gradients`]). The same structure
-//! holds the gradients: [`Weights::zeros_like`].
+//! holds the gradients: [`Weights::zeros_like`]. [`Weights::of`] reads them from the
+//! burn model (the model knows nothing of the fused passes).
 
 use burn::module::{Param, ParamId};
+use burn::nn::{LayerNorm, Linear};
 use burn::optim::GradientsParams;
 use burn::prelude::*;
+
+use crate::model::{self, PolicyModel};
 
 /// One parameter: its burn id, shape and values.
 #[derive(Debug, Clone)]
@@ -216,4 +220,59 @@ impl Weights {
         }
         grads
     }
+}
+
+impl Weights {
+    /// Every parameter of `model` as a plain array with its id.
+    ///
+    /// # Errors
+    /// When a parameter cannot be read back from its device, or a layer lacks the
+    /// shift or bias the fused passes expect.
+    pub fn of(model: &PolicyModel) -> anyhow::Result<Self> {
+        Ok(Self {
+            tokens: Array::read(&model.tokens.weight)?,
+            positions: Array::read(&model.positions.weight)?,
+            blocks: model
+                .blocks
+                .iter()
+                .map(block_arrays)
+                .collect::<anyhow::Result<_>>()?,
+            norm: norm_arrays(&model.norm)?,
+            head: dense_arrays(&model.head)?,
+            heads: model.blocks.first().map_or(1, |b| b.heads),
+        })
+    }
+}
+
+fn block_arrays(block: &model::Block) -> anyhow::Result<Block> {
+    Ok(Block {
+        norm_attention: norm_arrays(&block.norm_attention)?,
+        qkv: dense_arrays(&block.qkv)?,
+        out: dense_arrays(&block.out)?,
+        norm_mlp: norm_arrays(&block.norm_mlp)?,
+        up: dense_arrays(&block.up)?,
+        down: dense_arrays(&block.down)?,
+    })
+}
+
+fn norm_arrays(norm: &LayerNorm) -> anyhow::Result<Norm> {
+    let beta = norm
+        .beta
+        .as_ref()
+        .ok_or_else(|| anyhow::anyhow!("the fused CPU path needs layer norms with a shift"))?;
+    Ok(Norm {
+        gamma: Array::read(&norm.gamma)?,
+        beta: Array::read(beta)?,
+    })
+}
+
+fn dense_arrays(linear: &Linear) -> anyhow::Result<Dense> {
+    let bias = linear
+        .bias
+        .as_ref()
+        .ok_or_else(|| anyhow::anyhow!("the fused CPU path needs linear layers with a bias"))?;
+    Ok(Dense {
+        weight: Array::read(&linear.weight)?,
+        bias: Array::read(bias)?,
+    })
 }
