@@ -57,3 +57,4 @@ pub mod sampling;
 pub mod selection;
 pub mod sft;
 pub mod trainer;
+pub mod validation;

@@ -32,9 +32,9 @@ use super::config::TrainConfig;
 use super::eval::FailureBreakdown;
 use super::fused::score::weights_for;
 use super::generate::{Cache, Engine};
-use super::grpo::validation_rollouts;
 use super::model::PolicyModel;
 use super::sampling::argmax;
+use super::validation::validation_rollouts;
 
 /// Rows (teacher calls) scored in one batch: bounds the cache's memory.
 const ROWS_PER_BATCH: usize = 64;

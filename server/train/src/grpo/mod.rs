@@ -28,7 +28,6 @@ use std::time::Instant;
 
 use anyhow::{Result, bail};
 use arlbook_core::Ragged;
-use arlbook_core::agent::{EpisodeIds, Split, generate_task};
 use arlbook_core::math::advantage::group_advantages;
 use arlbook_core::metrics::{MetricsRow, RowStage};
 use burn::prelude::*;
@@ -40,54 +39,13 @@ pub use settings::advantage_options;
 
 use crate::checkpoint::PendingBatch;
 use crate::config::TrainConfig;
-use crate::generate::roll_out;
-use crate::model::PolicyModel;
 use crate::optimizer::learning_rate;
-use crate::rollout::EpisodeSpec;
-use crate::sampling::{Sampler, policy_info};
 use crate::trainer::Trainer;
-
-/// One greedy episode on each of the first `tasks` validation tasks (episode seed =
-/// task index), in task order.
-pub fn validation_rollouts(
-    config: &TrainConfig,
-    model: &PolicyModel,
-    device: &Device,
-    tasks: usize,
-) -> Result<Vec<crate::rollout::Rollout>> {
-    let specs: Vec<EpisodeSpec> = (0..tasks)
-        .map(|i| EpisodeSpec {
-            task: generate_task(Split::Validation, i as u64),
-            ids: EpisodeIds {
-                group_id: i as u64,
-                sample_id: 0,
-            },
-            seed: i as u64,
-        })
-        .collect();
-    let greedy = Sampler {
-        temperature: 0.0,
-        top_p: None,
-    };
-    let info = policy_info(config, "validation".to_owned());
-    roll_out(model, device, &specs, &config.harness, &greedy, &info)
-}
-
-/// Greedy success on the first `tasks` validation tasks ([`validation_rollouts`]).
-pub fn validation_success(
-    config: &TrainConfig,
-    model: &PolicyModel,
-    device: &Device,
-    tasks: usize,
-) -> Result<f64> {
-    let rollouts = validation_rollouts(config, model, device, tasks)?;
-    Ok(rollouts.iter().filter(|r| r.record.success()).count() as f64 / tasks.max(1) as f64)
-}
 
 /// Logs the validation row after `step` GRPO steps.
 fn log_validation(trainer: &mut Trainer, step: usize) -> Result<()> {
     let config = &trainer.config;
-    let success = validation_success(
+    let success = crate::validation::validation_success(
         config,
         &trainer.model.valid(),
         &trainer.plain,
