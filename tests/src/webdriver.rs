@@ -90,6 +90,7 @@ impl Browser {
         let capabilities = json!({"capabilities": {"alwaysMatch": {
             "browserName": "chrome",
             "goog:chromeOptions": {"binary": chromium(), "args": args},
+            "goog:loggingPrefs": {"browser": "ALL"},
         }}});
         let mut browser = Self {
             driver,
@@ -124,6 +125,19 @@ impl Browser {
 
     fn session_call(&self, method: &str, path: &str, body: &Value) -> Value {
         self.call(method, &format!("/session/{}{path}", self.session), body)
+    }
+
+    /// The browser console's errors (level `SEVERE`: `console.error`, uncaught
+    /// exceptions, failed loads) since the last call, each as its message.
+    pub fn console_errors(&self) -> Vec<String> {
+        let entries = self.session_call("POST", "/se/log", &json!({"type": "browser"}));
+        entries
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|e| e["level"] == "SEVERE")
+            .map(|e| e["message"].as_str().unwrap_or_default().to_owned())
+            .collect()
     }
 
     /// Lays pages out in a `width` x `height` CSS-pixel viewport from now on, whatever the

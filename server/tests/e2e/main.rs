@@ -23,6 +23,7 @@ use arlbook_tests::http::Server;
 
 mod embeds;
 mod live;
+mod play;
 mod reader;
 mod sweep;
 
@@ -96,7 +97,7 @@ fn notebook_in_headless_chromium() {
         base: format!("http://{}", server.addr),
         failures: Vec::new(),
     };
-    let groups: [(&str, CheckGroup); 14] = [
+    let groups: [(&str, CheckGroup); 15] = [
         ("article", article_numbers),
         ("explorer", explorer_computes),
         ("embed", embed_state_is_restored),
@@ -105,6 +106,7 @@ fn notebook_in_headless_chromium() {
         ("webgpu", webgpu_matches_the_cpu),
         ("chapters", chapters_load_with_their_figures),
         ("reader", reader::controls_move_the_numbers),
+        ("play", play::the_run_plays_and_pages_are_quiet),
         ("sweep", sweep::every_control_setting_gives_a_figure),
         ("narrow", sweep::the_narrowest_layout_holds),
         ("hover", sweep::a_hovered_token_is_shown_whole),
