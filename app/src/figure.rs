@@ -544,6 +544,9 @@ pub trait Evaluated {
         scale: f64,
         narrow: bool,
     ) -> Result<(), String>;
+    /// Draws its lines and shapes, not its text, in the wide layout (a thumbnail).
+    #[cfg(target_arch = "wasm32")]
+    fn draw_shapes(&self, canvas: &web_sys::HtmlCanvasElement, scale: f64) -> Result<(), String>;
 }
 
 /// A figure without its type: what the page and the exporter hold.
@@ -618,6 +621,14 @@ impl<F: Figure> Evaluated for Evaluation<F> {
     ) -> Result<(), String> {
         let style = Style::new(scale).stacked(narrow);
         crate::web::canvas::draw_on(&canvas, |root| {
+            F::draw(&self.output, root, &style).map_err(|e| e.to_string())
+        })
+    }
+
+    #[cfg(target_arch = "wasm32")]
+    fn draw_shapes(&self, canvas: &web_sys::HtmlCanvasElement, scale: f64) -> Result<(), String> {
+        let style = Style::new(scale);
+        crate::web::canvas::draw_shapes_on(canvas, |root| {
             F::draw(&self.output, root, &style).map_err(|e| e.to_string())
         })
     }

@@ -1,6 +1,7 @@
 //! Each chapter's picture on the contents page: its first figure at its defaults, or,
 //! for the live-training chapter, the chart of the recorded run; drawn by the same
-//! code as the chapter, laid out at [`LAYOUT_WIDTH`] CSS pixels and shown smaller.
+//! code as the chapter, laid out at [`LAYOUT_WIDTH`] CSS pixels and shown smaller, its
+//! lines and shapes without the text (at that size, specks).
 
 use crate::chapters::live::{RECORDED_RUN, chart, metrics::Run};
 use crate::chapters::{self, Block, Chapter};
@@ -63,8 +64,9 @@ impl Picture {
         }
     }
 
-    /// Draws it on `canvas`, whose pixel size is set, at `scale` device pixels per
-    /// layout pixel (wide layout).
+    /// Draws its lines and shapes (not its text, unreadable at a thumbnail's size) on
+    /// `canvas`, whose pixel size is set, at `scale` device pixels per layout pixel
+    /// (wide layout).
     ///
     /// # Errors
     /// As [`Picture::svg`].
@@ -75,12 +77,10 @@ impl Picture {
         scale: f64,
     ) -> Result<(), String> {
         match self {
-            Self::Figure(figure) => {
-                Self::evaluate(*figure)?.draw_canvas(canvas.clone(), scale, false)
-            }
+            Self::Figure(figure) => Self::evaluate(*figure)?.draw_shapes(canvas, scale),
             Self::RecordedRun => {
                 let run = Run::from_jsonl(RECORDED_RUN)?;
-                crate::web::canvas::draw_on(canvas, |root| {
+                crate::web::canvas::draw_shapes_on(canvas, |root| {
                     chart::draw(&run, root, &crate::plot::Style::new(scale))
                         .map_err(|e| e.to_string())
                 })

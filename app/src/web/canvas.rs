@@ -102,8 +102,29 @@ pub fn draw_on(
     canvas: &HtmlCanvasElement,
     draw: impl FnOnce(&DrawingArea<Canvas2d, Shift>) -> Result<(), String>,
 ) -> Result<(), String> {
-    let backend =
+    draw_with(canvas, true, draw)
+}
+
+/// [`draw_on`] without the text: a thumbnail's lines and shapes (its `data-labels`
+/// stays empty).
+///
+/// # Errors
+/// As [`draw_on`].
+pub fn draw_shapes_on(
+    canvas: &HtmlCanvasElement,
+    draw: impl FnOnce(&DrawingArea<Canvas2d, Shift>) -> Result<(), String>,
+) -> Result<(), String> {
+    draw_with(canvas, false, draw)
+}
+
+fn draw_with(
+    canvas: &HtmlCanvasElement,
+    text: bool,
+    draw: impl FnOnce(&DrawingArea<Canvas2d, Shift>) -> Result<(), String>,
+) -> Result<(), String> {
+    let mut backend =
         Canvas2d::new(canvas.clone()).ok_or_else(|| "the canvas has no 2D context".to_owned())?;
+    backend.text = text;
     let root = backend.into_drawing_area();
     root.fill(&WHITE).map_err(|e| e.to_string())?;
     draw(&root)?;
@@ -151,6 +172,9 @@ pub struct Canvas2d {
     canvas: HtmlCanvasElement,
     context: CanvasRenderingContext2d,
     state: State,
+    /// Whether text is drawn (a thumbnail leaves it out: at a third of its size it
+    /// would be unreadable specks).
+    text: bool,
 }
 
 impl Canvas2d {
@@ -168,6 +192,7 @@ impl Canvas2d {
             canvas,
             context,
             state: State::default(),
+            text: true,
         })
     }
 
@@ -431,7 +456,7 @@ impl DrawingBackend for Canvas2d {
         pos: BackendCoord,
     ) -> Result<(), DrawingErrorKind<CanvasError>> {
         let color = style.color();
-        if color.alpha == 0.0 {
+        if color.alpha == 0.0 || !self.text {
             return Ok(());
         }
         let turn = match style.transform() {

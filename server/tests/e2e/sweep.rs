@@ -269,7 +269,9 @@ fn layout_holds_at(checks: &mut Checks, width: u32) {
                 .wait_for(
                     "return document.querySelector('h1') !== null && \
                        [...document.querySelectorAll('figure.figure')] \
-                         .every(f => Number(f.dataset.draws) >= 1) ? true : null;",
+                         .every(f => Number(f.dataset.draws) >= 1) && \
+                       [...document.querySelectorAll('canvas.thumb')] \
+                         .every(c => c.dataset.drawn === '1') ? true : null;",
                     &[],
                     FIRST_DRAW,
                 )
