@@ -154,7 +154,7 @@ fn Thumbnail(chapter: &'static Chapter, order: usize) -> impl IntoView {
             return;
         };
         set_timeout(
-            move || drawn.set(draw_thumbnail(&canvas, picture, aspect)),
+            move || drawn.set(draw_thumbnail(&canvas, picture)),
             std::time::Duration::from_millis(THUMBNAIL_STAGGER_MS * order as u64),
         );
     });
@@ -176,12 +176,12 @@ const THUMBNAIL_STAGGER_MS: u64 = 30;
 
 /// Sizes `canvas` to its CSS width at the device pixel ratio and draws `picture` on
 /// it, laid out at [`thumbnail::LAYOUT_WIDTH`] and scaled down; `1`, or the error.
-fn draw_thumbnail(canvas: &web_sys::HtmlCanvasElement, picture: Picture, aspect: f64) -> String {
+fn draw_thumbnail(canvas: &web_sys::HtmlCanvasElement, picture: Picture) -> String {
     let css_width = f64::from(canvas.client_width().max(1));
     let dpr = web_sys::window().map_or(1.0, |w| w.device_pixel_ratio());
     let width = (css_width * dpr).round().max(1.0);
     canvas.set_width(width as u32);
-    canvas.set_height((width * aspect).round().max(1.0) as u32);
+    canvas.set_height((width * picture.aspect()).round().max(1.0) as u32);
     match picture.draw_canvas(canvas, width / thumbnail::LAYOUT_WIDTH) {
         Ok(()) => "1".to_owned(),
         Err(error) => error,
