@@ -214,6 +214,29 @@ pub struct MetricsRow {
     pub trained_tokens: Option<usize>,
 
     // --- time ---
+    // --- GRPO with rollout workers (`arlbook train --nats`) ---
+    /// Rollouts per second of each worker over the step (its rollouts over its seconds
+    /// of work).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker_rollouts_per_s: Option<BTreeMap<String, f64>>,
+    /// The most rollout jobs waiting in the work queue during the step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue_depth: Option<usize>,
+    /// Results whose job was delivered more than once (its first worker died or did
+    /// not acknowledge it in time).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redeliveries: Option<usize>,
+    /// Results of a job already answered, dropped (a group is never counted twice).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duplicate_results: Option<usize>,
+    /// Jobs and results of an earlier learner of the run (before a restart), drained
+    /// and dropped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stale_dropped: Option<usize>,
+    /// Jobs published again because their group did not come back in time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jobs_resent: Option<usize>,
+
     /// GRPO and RS: seconds spent generating the step's rollouts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub collect_s: Option<f64>,

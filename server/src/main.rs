@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod cluster_cmd;
 mod compute_cmd;
 mod env_cmd;
 mod figure_cmd;
@@ -43,6 +44,8 @@ enum Command {
     Env(env_cmd::EnvArgs),
     /// Train the transformer policy: SFT on teacher demonstrations, then GRPO.
     Train(train_cmd::TrainArgs),
+    /// Run GRPO rollouts for the learner on a NATS broker (`train --nats URL`).
+    Worker(cluster_cmd::WorkerArgs),
     /// Evaluate a checkpoint: success, pass@k with 95% intervals, paired comparison.
     Eval(train_cmd::EvalArgs),
     /// Plot a training run's metrics (SFT loss, GRPO and validation success) as SVG.
@@ -73,6 +76,7 @@ fn main() -> ExitCode {
         Command::Serve(args) => serve::run(&args).map(|()| ExitCode::SUCCESS),
         Command::Env(args) => env_cmd::run(&args),
         Command::Train(args) => train_cmd::run_train(&args),
+        Command::Worker(args) => cluster_cmd::run_worker(&args),
         Command::Eval(args) => train_cmd::run_eval(&args),
         Command::TrainPlot(args) => train_cmd::run_plot(&args),
         Command::BenchTrain(args) => train_cmd::run_bench(&args),

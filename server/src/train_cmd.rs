@@ -55,6 +55,14 @@ pub struct TrainArgs {
     /// and a restarted server never has two writers in one job folder.
     #[arg(long, hide = true)]
     pub exit_on_stdin_eof: bool,
+    /// The broker whose workers collect GRPO's rollouts.
+    #[command(flatten)]
+    pub broker: crate::cluster_cmd::BrokerArgs,
+}
+
+/// The parser of `--backend` (auto, cpu or gpu).
+pub fn backend_parser() -> impl clap::builder::TypedValueParser<Value = BackendChoice> {
+    names_parser!(BackendChoice)
 }
 
 /// Ends the process when standard input reaches end-of-file (the parent is gone).
@@ -135,6 +143,7 @@ pub fn run_train(args: &TrainArgs) -> Result<ExitCode> {
         }
         trainer
     };
+    crate::cluster_cmd::attach_learner(&args.broker, &mut trainer, &args.out)?;
     trainer.run(args.stage)?;
     eprintln!(
         "done: metrics in {}",

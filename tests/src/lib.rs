@@ -7,10 +7,12 @@
 //! [`http::Server`] runs `arlbook serve` on a loopback port and speaks plain HTTP/1.1
 //! over a TCP socket; [`browser`] drives headless Chromium for the notebook's browser
 //! tests (`server/tests/e2e/`), loading pages and reading their DOM; [`webdriver`]
-//! drives a Chromium session through `chromedriver` to move controls like a reader.
+//! drives a Chromium session through `chromedriver` to move controls like a reader;
+//! [`nats`] runs a NATS server with JetStream on loopback for the cluster tests.
 
 pub mod browser;
 pub mod cli;
 pub mod http;
 pub mod json;
+pub mod nats;
 pub mod webdriver;

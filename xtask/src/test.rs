@@ -55,6 +55,7 @@ pub fn run_static_checks() -> anyhow::Result<()> {
 ///    the browser tests included (against the bundle of step 2, in headless Chromium).
 pub fn run_all() -> anyhow::Result<()> {
     ensure_lavapipe()?;
+    ensure_nats_server()?;
     ensure_wasm_target()?;
     run(cargo().args(["fmt", "--all", "--check"]))?;
     let dist = crate::web::build(&crate::web::WebOptions {
@@ -79,6 +80,30 @@ pub fn run_all() -> anyhow::Result<()> {
     run(&mut test)?;
     eprintln!("xtask: all checks and tests passed");
     Ok(())
+}
+
+/// Installs Debian's `nats-server` (with JetStream) when none is found: the cluster
+/// tests (`server/tests/cluster.rs`) and `cargo xtask cluster` start it on loopback.
+pub fn ensure_nats_server() -> anyhow::Result<()> {
+    let found = std::env::var_os("ARLBOOK_NATS_SERVER").is_some()
+        || crate::cmd::has_program("nats-server")
+        || std::path::Path::new("/usr/sbin/nats-server").is_file();
+    if found {
+        return Ok(());
+    }
+    if !cfg!(target_os = "linux") || !crate::cmd::has_program("apt-get") {
+        anyhow::bail!(
+            "nats-server is missing and there is no apt-get: install nats-server (2.9 or \
+             newer) or set ARLBOOK_NATS_SERVER to its path"
+        );
+    }
+    eprintln!("xtask: installing nats-server for the cluster tests");
+    run(std::process::Command::new("apt-get")
+        .env("DEBIAN_FRONTEND", "noninteractive")
+        .arg("update"))?;
+    run(std::process::Command::new("apt-get")
+        .env("DEBIAN_FRONTEND", "noninteractive")
+        .args(["install", "-y", "--no-install-recommends", "nats-server"]))
 }
 
 /// Installs Mesa's CPU Vulkan driver (lavapipe) when no Vulkan loader or ICD is present,

@@ -458,6 +458,70 @@ impl Default for SelectionConfig {
     }
 }
 
+/// Rollout workers over NATS JetStream (`arlbook train --nats URL`, `arlbook worker`).
+/// Without a broker URL (on the command line or here) the run collects in process and
+/// the rest of this table is not used.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ClusterConfig {
+    /// The broker, e.g. `nats://127.0.0.1:4222`; `--nats` overrides it. Default empty
+    /// (collect in process).
+    pub url: String,
+    /// The run's name on the broker (its streams and buckets); empty: the name of the
+    /// output folder. Letters, digits, `-` and `_`, at most 32.
+    pub run: String,
+    /// Seconds a worker may hold a rollout job without acknowledging it (a running
+    /// job is kept alive by progress acknowledgements) before the broker hands it to
+    /// another worker. Default 30.
+    pub ack_wait_s: f64,
+    /// Deliveries of one job before the broker stops offering it. Default 5.
+    pub max_deliver: i64,
+    /// Seconds the learner waits for a round's missing groups before it publishes
+    /// their jobs again (under a new id). Default 600.
+    pub resend_after_s: f64,
+}
+
+impl Default for ClusterConfig {
+    fn default() -> Self {
+        Self {
+            url: String::new(),
+            run: String::new(),
+            ack_wait_s: 30.0,
+            max_deliver: 5,
+            resend_after_s: 600.0,
+        }
+    }
+}
+
+impl ClusterConfig {
+    fn validate(&self) -> std::result::Result<(), FieldError> {
+        require(
+            self.run.len() <= 32
+                && self
+                    .run
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'),
+            "cluster.run",
+            "must be at most 32 letters, digits, '-' or '_'",
+        )?;
+        require(
+            self.ack_wait_s.is_finite() && (0.5..=3600.0).contains(&self.ack_wait_s),
+            "cluster.ack_wait_s",
+            "must be in 0.5..=3600",
+        )?;
+        require(
+            (1..=1000).contains(&self.max_deliver),
+            "cluster.max_deliver",
+            "must be in 1..=1000",
+        )?;
+        require(
+            self.resend_after_s.is_finite() && self.resend_after_s >= self.ack_wait_s,
+            "cluster.resend_after_s",
+            "must be at least cluster.ack_wait_s",
+        )
+    }
+}
+
 /// A whole training run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -488,6 +552,8 @@ pub struct TrainConfig {
     pub validation: ValidationConfig,
     /// Checkpoint selection on validation and the gate before RL.
     pub selection: SelectionConfig,
+    /// Rollout workers over a broker.
+    pub cluster: ClusterConfig,
 }
 
 impl Default for TrainConfig {
@@ -510,6 +576,7 @@ impl Default for TrainConfig {
             rs: RsConfig::default(),
             validation: ValidationConfig::default(),
             selection: SelectionConfig::default(),
+            cluster: ClusterConfig::default(),
         }
     }
 }
@@ -647,6 +714,7 @@ impl TrainConfig {
             "must be at least 1 when sft.probe_every is set",
         )?;
         self.validate_rest()?;
+        self.cluster.validate()?;
         require(
             (64..=4 << 20).contains(&self.memory_budget_mb),
             "memory_budget_mb",

@@ -18,6 +18,7 @@ use burn::prelude::*;
 
 use super::config::SFT_MICROBATCH_EPISODES;
 use super::grpo::competence::TaskSampling;
+use super::grpo::remote::Source;
 use super::grpo::{collect, distinct};
 use super::optimizer::clip_global_norm;
 use super::recovery::Demonstration;
@@ -34,10 +35,13 @@ pub fn run(trainer: &mut Trainer) -> Result<()> {
         let step = trainer.position.step;
         let t0 = Instant::now();
         let policy = trainer.model.valid();
+        let mut source = Source::Local {
+            model: &policy,
+            device: &trainer.plain,
+        };
         let batch = collect(
             &collecting,
-            &policy,
-            &trainer.plain,
+            &mut source,
             step,
             step,
             &mut trainer.competence,

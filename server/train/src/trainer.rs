@@ -15,6 +15,7 @@ use burn::prelude::*;
 use super::checkpoint::{self, PendingBatch, State};
 use super::config::TrainConfig;
 use super::grpo::competence::Competence;
+use super::grpo::remote::RemoteRollouts;
 use super::metrics::{MetricsWriter, Position};
 use super::model::PolicyModel;
 use super::optimizer::adamw;
@@ -49,6 +50,9 @@ pub struct Trainer {
     pub progress: Progress,
     /// Wall-clock seconds of this process's steps.
     pub started: Instant,
+    /// Rollout workers that collect GRPO's batches in place of this process, when
+    /// the run has a broker (`arlbook train --nats`).
+    pub remote: Option<Box<dyn RemoteRollouts>>,
 }
 
 impl std::fmt::Debug for Trainer {
@@ -88,6 +92,7 @@ impl Trainer {
             metrics,
             progress: Progress::new(),
             started: Instant::now(),
+            remote: None,
             optim: adamw(),
             model,
             device,
@@ -132,6 +137,7 @@ impl Trainer {
             metrics,
             progress: Progress::new(),
             started: Instant::now(),
+            remote: None,
         })
     }
 

@@ -12,17 +12,16 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use arlbook_core::agent::{EpisodeIds, Split, Task, generate_task};
 use arlbook_core::rng::RandomStream;
-use burn::prelude::*;
 
 use crate::checkpoint::{PendingBatch, StoredRollout};
 use crate::config::TrainConfig;
 use crate::generate::roll_out;
-use crate::model::PolicyModel;
 use crate::rollout::{EpisodeSpec, Rollout};
 use crate::sampling::{policy_info, sampler};
 use crate::sft::demonstration_task;
 
 use super::competence::{Competence, SampledGroup, TaskSampling, Verdict};
+use super::remote::{RoundId, Source};
 
 const TASK_STREAM: u64 = 0x6770_0000;
 
@@ -173,16 +172,17 @@ fn round_specs(
     specs
 }
 
-/// Collects batch `index` with `model`, a snapshot of policy version `version`; with
+/// Collects batch `index` with policy version `version` from `source` (a snapshot of
+/// the policy in this process, or workers running that version); with
 /// `task_sampling = "edge"`, its tasks are drawn by `competence`, which then takes in
 /// every group the batch sampled.
 ///
 /// # Errors
-/// When the model's logits cannot be read back from the device.
+/// When the model's logits cannot be read back from the device, or the workers'
+/// service fails.
 pub fn collect(
     config: &TrainConfig,
-    model: &PolicyModel,
-    device: &Device,
+    source: &mut Source<'_>,
     index: usize,
     version: usize,
     competence: &mut Competence,
@@ -202,7 +202,20 @@ pub fn collect(
             break;
         }
         let specs = round_specs(config, index, round, wanted, competence, &mut gathered);
-        let rollouts = roll_out(model, device, &specs, &config.harness, &sampler, &info)?;
+        let rollouts = match source {
+            Source::Local { model, device } => {
+                roll_out(model, device, &specs, &config.harness, &sampler, &info)?
+            }
+            Source::Remote(service) => {
+                let groups: Vec<&[EpisodeSpec]> = specs.chunks(g.group_size).collect();
+                let round = RoundId {
+                    batch: index,
+                    round,
+                    version,
+                };
+                service.round(round, &groups)?
+            }
+        };
         gathered.sampled += rollouts.len();
         gathered.sampled_successes += rollouts.iter().filter(|r| r.record.success()).count();
         gathered.sampled_tokens += rollouts

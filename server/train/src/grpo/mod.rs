@@ -21,6 +21,7 @@
 mod collect;
 pub mod competence;
 pub mod preflight;
+pub mod remote;
 mod settings;
 pub mod update;
 
@@ -94,20 +95,17 @@ fn step(trainer: &mut Trainer) -> Result<MetricsRow> {
     // 1. Collect (topping up the lag pipeline with the current policy).
     let policy = trainer.model.valid();
     let mut generated_before = 0;
-    while trainer.pending.len() < g.max_policy_lag + 1 {
-        let index = step + trainer.pending.len();
-        let batch = collect(
-            &config,
-            &policy,
-            &trainer.plain,
-            index,
-            step,
-            &mut trainer.competence,
-        )?;
-        // Every token generated while collecting, discarded groups included.
-        generated_before += batch.sampled_tokens;
-        trainer.pending.push_back(batch);
-    }
+    let mut remote = trainer.remote.take();
+    let collected = top_up(
+        trainer,
+        &config,
+        &policy,
+        remote.as_deref_mut(),
+        &mut generated_before,
+    );
+    let stats = remote.as_mut().map(|service| service.take_stats());
+    trainer.remote = remote;
+    collected?;
     let collect_s = t0.elapsed().as_secs_f64();
     let Some(batch) = trainer.pending.pop_front() else {
         bail!("the rollout pipeline is empty");
@@ -140,11 +138,48 @@ fn step(trainer: &mut Trainer) -> Result<MetricsRow> {
         update::update(trainer, &groups, &advantages.advantages, lr, first)?.fill(&mut row, lr);
     }
     trainer.position.step += 1;
+    if let Some(stats) = stats {
+        stats.fill(&mut row);
+    }
     row.collect_s = Some(collect_s);
     row.step_s = Some(t0.elapsed().as_secs_f64());
     row.tokens_per_s = Some(generated_before as f64 / collect_s.max(1e-9));
     row.wall_s = Some(trainer.wall_s());
     Ok(row)
+}
+
+/// Tops the lag pipeline up to `max_policy_lag + 1` batches with `policy` (version:
+/// the current step), in this process or, with `remote`, by its workers after the
+/// policy is published to them; adds every token generated to `generated`.
+fn top_up(
+    trainer: &mut Trainer,
+    config: &TrainConfig,
+    policy: &crate::model::PolicyModel,
+    mut remote: Option<&mut (dyn remote::RemoteRollouts + '_)>,
+    generated: &mut usize,
+) -> Result<()> {
+    let step = trainer.position.step;
+    if trainer.pending.len() > config.grpo.max_policy_lag {
+        return Ok(());
+    }
+    if let Some(service) = remote.as_deref_mut() {
+        service.publish(policy, step)?;
+    }
+    while trainer.pending.len() < config.grpo.max_policy_lag + 1 {
+        let index = step + trainer.pending.len();
+        let mut source = match remote.as_deref_mut() {
+            Some(service) => remote::Source::Remote(service),
+            None => remote::Source::Local {
+                model: policy,
+                device: &trainer.plain,
+            },
+        };
+        let batch = collect(config, &mut source, index, step, &mut trainer.competence)?;
+        // Every token generated while collecting, discarded groups included.
+        *generated += batch.sampled_tokens;
+        trainer.pending.push_back(batch);
+    }
+    Ok(())
 }
 
 /// The collection half of step `step`'s row: what was sampled, kept and discarded,

@@ -1,0 +1,365 @@
+//! The worker's side: `arlbook worker --nats URL`.
+//!
+//! A worker follows the run named under `current` in the bucket `arlbook_runs`, reads
+//! its config from the run's bucket and takes rollout jobs one at a time from the
+//! shared `workers` consumer. For each job it:
+//! 1. drops (acknowledges without running) a job of an earlier learner incarnation;
+//! 2. makes sure it holds the job's policy version: reads the [`VersionRecord`],
+//!    fetches the object, and refuses weights whose SHA-256 differs from the record
+//!    (the job goes back to the queue, the weights are not used);
+//! 3. runs the group's episodes with [`roll_out`], sending progress acknowledgements
+//!    every third of `cluster.ack_wait_s` so that a long job is not redelivered while
+//!    it runs;
+//! 4. publishes the [`JobResult`] (waiting for the broker's acknowledgement), then
+//!    acknowledges the job.
+//!
+//! A worker killed anywhere in 3 or 4 leaves its job unacknowledged, and the broker
+//! hands it to another worker after `ack_wait_s`; a result published twice is dropped
+//! by the learner. Workers may join or leave at any time.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow, bail};
+use arlbook_train::checkpoint::StoredRollout;
+use arlbook_train::config::TrainConfig;
+use arlbook_train::generate::roll_out;
+use arlbook_train::model::PolicyModel;
+use arlbook_train::rollout::EpisodeSpec;
+use arlbook_train::sampling::{policy_info, sampler};
+use async_nats::jetstream::{self, AckKind, consumer, kv, object_store};
+use burn::prelude::*;
+use futures_util::StreamExt;
+use tokio::io::AsyncReadExt;
+
+use crate::broker::{Broker, retry};
+use crate::learner::bucket;
+use crate::names::{self, RunNames};
+use crate::wire::{self, Job, JobResult, VersionRecord};
+
+/// How a worker runs.
+#[derive(Debug, Clone)]
+pub struct WorkerOptions {
+    /// The broker.
+    pub broker: Broker,
+    /// Its name in results and metrics.
+    pub id: String,
+    /// The device its rollouts run on.
+    pub device: Device,
+    /// Stop after this many jobs (for benchmarks); `None`: run until killed.
+    pub max_jobs: Option<usize>,
+    /// Milliseconds to hold each result before publishing it, its job kept alive:
+    /// the fault tests' window for killing a worker in the middle of a job.
+    pub hold_result_ms: u64,
+}
+
+/// The run a worker is bound to.
+struct Bound {
+    names: RunNames,
+    config: TrainConfig,
+    kv: kv::Store,
+    weights: object_store::ObjectStore,
+    jobs: consumer::PullConsumer,
+    /// For publishing results.
+    js: jetstream::Context,
+    /// The policy it holds: (incarnation, version), the model, and the file its
+    /// weights are read from (burn reads a record's tensors when first used, so the
+    /// file stays until the next version replaces it).
+    policy: Option<((u64, u64), Arc<PolicyModel>, WeightsFile)>,
+}
+
+/// A weights file in the temporary folder, removed when dropped.
+struct WeightsFile(PathBuf);
+
+impl WeightsFile {
+    /// Writes `bytes` to a fresh file.
+    fn write(bytes: &[u8]) -> Result<Self> {
+        let dir = std::env::temp_dir().join(format!(
+            "arlbook-worker-{}-{}",
+            std::process::id(),
+            crate::unique()
+        ));
+        std::fs::create_dir_all(&dir)?;
+        std::fs::write(dir.join("model.bpk"), bytes)?;
+        Ok(Self(dir))
+    }
+
+    fn path(&self) -> PathBuf {
+        self.0.join("model.bpk")
+    }
+}
+
+impl Drop for WeightsFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Runs a worker until it is killed (or has done `max_jobs`).
+pub fn run(options: WorkerOptions) -> Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .context("starting the broker client's runtime")?;
+    runtime.block_on(work(options))
+}
+
+async fn work(options: WorkerOptions) -> Result<()> {
+    let client = options
+        .broker
+        .connect(&format!("arlbook-worker-{}", options.id))
+        .await?;
+    let js = jetstream::new(client);
+    let runs = retry("opening the run list", || bucket(&js, names::RUNS_BUCKET)).await;
+    eprintln!("worker {}: connected to {}", options.id, options.broker.url);
+    let mut bound: Option<Bound> = None;
+    let mut done = 0;
+    let mut waiting_reported = false;
+    while options.max_jobs.is_none_or(|most| done < most) {
+        let current = match runs.get(names::CURRENT_RUN).await {
+            Ok(Some(run)) => String::from_utf8_lossy(&run).into_owned(),
+            Ok(None) | Err(_) => {
+                if !waiting_reported {
+                    eprintln!("worker {}: waiting for a run", options.id);
+                    waiting_reported = true;
+                }
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                continue;
+            }
+        };
+        if bound.as_ref().is_none_or(|b| b.names.run != current) {
+            match bind(&js, &current).await {
+                Ok(b) => {
+                    eprintln!("worker {}: following run {current}", options.id);
+                    bound = Some(b);
+                }
+                Err(e) => {
+                    eprintln!("worker {}: run {current} is not ready: {e:#}", options.id);
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                    continue;
+                }
+            }
+        }
+        let Some(b) = bound.as_mut() else { continue };
+        let fetched = async {
+            let batch = b
+                .jobs
+                .fetch()
+                .max_messages(1)
+                .expires(Duration::from_secs(1))
+                .messages()
+                .await?;
+            anyhow::Ok(batch.collect::<Vec<_>>().await)
+        }
+        .await;
+        let Ok(messages) = fetched else {
+            // The consumer was made anew by a restarted learner, or the broker is
+            // restarting: bind again.
+            bound = None;
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            continue;
+        };
+        for message in messages.into_iter().flatten() {
+            if handle(&options, b, message).await? {
+                done += 1;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Binds to run `run`: its config, bucket, weights and the workers' consumer.
+async fn bind(js: &jetstream::Context, run: &str) -> Result<Bound> {
+    let names = RunNames::new(run)?;
+    let kv = js.get_key_value(names.bucket()).await?;
+    let text = kv
+        .get("config")
+        .await?
+        .ok_or_else(|| anyhow!("no config yet"))?;
+    let config = TrainConfig::from_toml(std::str::from_utf8(&text)?)?;
+    let weights = js.get_object_store(names.weights()).await?;
+    let stream = js.get_stream(names.jobs_stream()).await?;
+    let jobs: consumer::PullConsumer = stream
+        .get_consumer(names::WORKERS)
+        .await
+        .map_err(|e| anyhow!("the workers' consumer: {e}"))?;
+    Ok(Bound {
+        names,
+        config,
+        kv,
+        weights,
+        jobs,
+        js: js.clone(),
+        policy: None,
+    })
+}
+
+/// Handles one delivered job; returns whether it ran it.
+async fn handle(
+    options: &WorkerOptions,
+    b: &mut Bound,
+    message: jetstream::Message,
+) -> Result<bool> {
+    let started = Instant::now();
+    let delivered = message
+        .info()
+        .map_or(1, |info| info.delivered.max(1) as u64);
+    let job: Job = match wire::decode(&message.payload) {
+        Ok(job) => job,
+        Err(e) => {
+            eprintln!("worker {}: a job that does not decode: {e:#}", options.id);
+            let _ = message.ack_with(AckKind::Term).await;
+            return Ok(false);
+        }
+    };
+    let learner = current_incarnation(&b.kv).await;
+    if job.run != b.names.run || learner.is_some_and(|now| job.incarnation < now) {
+        // A job of a learner that has since restarted: drained.
+        let _ = message.ack().await;
+        return Ok(false);
+    }
+    let model = match policy(b, job.incarnation, job.version, &options.device).await {
+        Ok(model) => model,
+        Err(e) => {
+            eprintln!("worker {}: {e:#}", options.id);
+            let _ = message
+                .ack_with(AckKind::Nak(Some(Duration::from_secs(1))))
+                .await;
+            return Ok(false);
+        }
+    };
+    let message = Arc::new(message);
+    let keep_alive = {
+        let message = Arc::clone(&message);
+        let every = Duration::from_secs_f64(b.config.cluster.ack_wait_s / 3.0);
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(every).await;
+                let _ = message.ack_with(AckKind::Progress).await;
+            }
+        })
+    };
+    let (config, device) = (b.config.clone(), options.device.clone());
+    let version = job.version;
+    let specs: Vec<EpisodeSpec> = job
+        .episodes
+        .iter()
+        .cloned()
+        .map(EpisodeSpec::from)
+        .collect();
+    let rolled = tokio::task::spawn_blocking(move || {
+        let info = policy_info(&config, format!("grpo-{version}"));
+        roll_out(
+            &model,
+            &device,
+            &specs,
+            &config.harness,
+            &sampler(&config),
+            &info,
+        )
+    })
+    .await;
+    let rollouts = match rolled.context("a rollout thread panicked").and_then(|r| r) {
+        Ok(rollouts) => rollouts,
+        Err(e) => {
+            keep_alive.abort();
+            let _ = message.ack_with(AckKind::Nak(None)).await;
+            return Err(e.context(format!("running job {}", job_name(&job))));
+        }
+    };
+    if options.hold_result_ms > 0 {
+        eprintln!(
+            "worker {}: holding the result of {}",
+            options.id,
+            job_name(&job)
+        );
+        tokio::time::sleep(Duration::from_millis(options.hold_result_ms)).await;
+    }
+    let result = JobResult {
+        incarnation: job.incarnation,
+        batch: job.batch,
+        round: job.round,
+        group: job.group,
+        version: job.version,
+        worker: options.id.clone(),
+        delivered,
+        seconds: started.elapsed().as_secs_f64(),
+        rollouts: rollouts.iter().map(StoredRollout::from).collect(),
+    };
+    let payload = bytes::Bytes::from(wire::encode(&result)?);
+    let subject = b.names.results_subject();
+    retry("publishing a result", || {
+        let (payload, subject) = (payload.clone(), subject.clone());
+        let js = b.js.clone();
+        async move {
+            js.publish(subject, payload).await?.await?;
+            Ok(())
+        }
+    })
+    .await;
+    keep_alive.abort();
+    // A job whose ack is lost runs again elsewhere; its second result is dropped.
+    let _ = message.double_ack().await;
+    eprintln!(
+        "worker {}: {} (delivery {delivered}) in {:.2} s",
+        options.id,
+        job_name(&job),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(true)
+}
+
+/// `batch B round R group G version V`.
+fn job_name(job: &Job) -> String {
+    format!(
+        "batch {} round {} group {} version {}",
+        job.batch, job.round, job.group, job.version
+    )
+}
+
+/// The incarnation of the run's current learner.
+async fn current_incarnation(kv: &kv::Store) -> Option<u64> {
+    let bytes = kv.get("learner").await.ok()??;
+    std::str::from_utf8(&bytes).ok()?.trim().parse().ok()
+}
+
+/// The model of version `version` of incarnation `incarnation`: the one held, or
+/// fetched, checked against its record's hash, and loaded.
+async fn policy(
+    b: &mut Bound,
+    incarnation: u64,
+    version: u64,
+    device: &Device,
+) -> Result<Arc<PolicyModel>> {
+    if let Some((held, model, _)) = &b.policy
+        && *held == (incarnation, version)
+    {
+        return Ok(Arc::clone(model));
+    }
+    let key = names::version_key(incarnation, version);
+    let record =
+        b.kv.get(key.as_str())
+            .await?
+            .ok_or_else(|| anyhow!("no record of policy version {version} yet"))?;
+    let record: VersionRecord = serde_json::from_slice(&record)?;
+    let mut object = b.weights.get(record.object.as_str()).await?;
+    let mut bytes = Vec::with_capacity(record.bytes as usize);
+    object.read_to_end(&mut bytes).await?;
+    let hash = wire::sha256_hex(&bytes);
+    if hash != record.sha256 {
+        bail!(
+            "refusing the weights of version {version}: their SHA-256 is {hash}, the record says {}",
+            record.sha256
+        );
+    }
+    let file = WeightsFile::write(&bytes)?;
+    let model = Arc::new(arlbook_train::trainer::load_model(
+        &b.config,
+        &file.path(),
+        device,
+    )?);
+    b.policy = Some(((incarnation, version), Arc::clone(&model), file));
+    Ok(model)
+}
