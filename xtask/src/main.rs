@@ -1,5 +1,5 @@
 //! Project automation for arlbook: serve, build-web, test, check, e2e, bench,
-//! experiment and device-bundle, run as `cargo xtask <task>`.
+//! experiment, cluster and device-bundle, run as `cargo xtask <task>`.
 //!
 //! Everything a new machine needs is installed from here (the wasm32 target, Python
 //! packages for benchmarks), so the README's two commands work on a fresh clone:
@@ -11,6 +11,7 @@ mod bench;
 mod bench_server;
 mod bench_train;
 mod bench_web;
+mod cluster;
 mod cmd;
 mod crate_docs;
 mod device;
@@ -41,6 +42,9 @@ tasks:
   experiment [--seeds 7,8,9] [--config FILE] [--out DIR] [--tasks N] [--samples N]
                   the RL experiment: SFT, GRPO and rejection-sampling arms per seed,
                   checkpoints chosen on validation, one test evaluation, the table
+  cluster [--workers N] [--store DIR] -- TRAIN-ARGS
+                  nats-server on loopback, N `arlbook worker`s and the learner
+                  (`arlbook train TRAIN-ARGS --nats URL`), stopped together
   device-bundle [--dev]
                   build what xtask/device/gpu-check.sh needs on a GPU machine
                   (a release arlbook and the Vulkan loader) into target/device
@@ -56,6 +60,7 @@ fn main() -> ExitCode {
         Some("e2e") => e2e::run_browser_tests(),
         Some("bench") => bench::run(&args[1..]),
         Some("device-bundle") => device::bundle(&args[1..]),
+        Some("cluster") => cluster::run_cluster(&args[1..]),
         Some("experiment") => experiment::run_experiment(&args[1..]),
         Some("help" | "--help" | "-h") | None => {
             print!("{USAGE}");
