@@ -363,3 +363,55 @@ async fn policy(
     b.policy = Some(((incarnation, version), Arc::clone(&model), file));
     Ok(model)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::learner::Learner;
+    use arlbook_tests::nats::NatsServer;
+    use arlbook_train::config::ModelConfig;
+    use arlbook_train::grpo::remote::RemoteRollouts;
+
+    #[test]
+    fn weights_whose_hash_differs_from_their_record_are_refused() {
+        let dir = std::env::temp_dir().join(format!("arlbook-hash-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let nats = NatsServer::start(&dir.join("js"));
+        let broker = Broker {
+            url: nats.url(),
+            ..Broker::default()
+        };
+        let mut config = TrainConfig::default();
+        config.model = ModelConfig {
+            layers: 1,
+            width: 16,
+            heads: 2,
+            context: 640,
+        };
+        let device = Device::flex();
+        let model = PolicyModel::new(&config.model, arlbook_train::trainer::vocab(), &device);
+        let mut learner = Learner::start(&broker, "hash", &config).unwrap();
+        learner.publish(&model, 0).unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let js = jetstream::new(broker.connect("test").await.unwrap());
+            let mut bound = bind(&js, "hash").await.unwrap();
+            assert!(policy(&mut bound, 0, 0, &device).await.is_ok());
+            // The object replaced behind the record's back.
+            let store = js
+                .get_object_store(RunNames::new("hash").unwrap().weights())
+                .await
+                .unwrap();
+            let forged = b"not the weights the learner published".to_vec();
+            store.put("v_0_0", &mut forged.as_slice()).await.unwrap();
+            bound.policy = None;
+            let err = policy(&mut bound, 0, 0, &device).await.unwrap_err();
+            assert!(format!("{err}").contains("refusing"), "{err}");
+            assert!(bound.policy.is_none());
+        });
+    }
+}

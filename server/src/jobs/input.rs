@@ -1,6 +1,12 @@
 //! A job request: the fields of a training config as JSON (the TOML file's tables as
 //! objects), optionally `"preset": "<name>"` to start from `configs/<name>.toml` and
-//! override some of its fields. Every error names the field as the request wrote it.
+//! override some of its fields, and `"distributed": true` to have the rollouts of its
+//! GRPO stage collected by workers on the server's broker. Every error names the field
+//! as the request wrote it.
+//!
+//! A request never names a broker itself (`cluster.url` is refused): a distributed job
+//! uses the one the server was started with (`arlbook serve --nats URL`), and a server
+//! started without one refuses distributed jobs.
 
 use std::path::Path;
 
@@ -21,8 +27,9 @@ pub struct JobRequest {
     pub preset: Option<String>,
 }
 
-/// Parses and validates a request body against the presets in `configs`.
-pub fn parse(body: &[u8], configs: &Path) -> Result<JobRequest, FieldError> {
+/// Parses and validates a request body against the presets in `configs`; `broker` is
+/// the server's broker for distributed jobs, if it has one.
+pub fn parse(body: &[u8], configs: &Path, broker: Option<&str>) -> Result<JobRequest, FieldError> {
     let value = crate::strict_json::parse(body)?;
     let Value::Object(mut fields) = value else {
         return Err(FieldError::new(
@@ -35,6 +42,11 @@ pub fn parse(body: &[u8], configs: &Path) -> Result<JobRequest, FieldError> {
         Some(Value::String(name)) => Some(name),
         Some(_) => return Err(FieldError::new("preset", "must be a string")),
     };
+    let distributed = match fields.remove("distributed") {
+        None | Some(Value::Null | Value::Bool(false)) => false,
+        Some(Value::Bool(true)) => true,
+        Some(_) => return Err(FieldError::new("distributed", "must be true or false")),
+    };
     let merged = match &preset {
         Some(name) => {
             let mut base = load_preset(name, configs)?;
@@ -43,7 +55,22 @@ pub fn parse(body: &[u8], configs: &Path) -> Result<JobRequest, FieldError> {
         }
         None => fields,
     };
-    let config = TrainConfig::from_fields(Value::Object(merged))?;
+    let mut config = TrainConfig::from_fields(Value::Object(merged))?;
+    if !config.cluster.url.is_empty() {
+        return Err(FieldError::new(
+            "cluster.url",
+            "is set by the server (`arlbook serve --nats URL`); send \"distributed\": true instead",
+        ));
+    }
+    if distributed {
+        let Some(url) = broker else {
+            return Err(FieldError::new(
+                "distributed",
+                "this server was started without --nats URL: its jobs collect in process only",
+            ));
+        };
+        config.cluster.url = url.to_owned();
+    }
     config.validate()?;
     Ok(JobRequest { config, preset })
 }
@@ -134,7 +161,7 @@ mod tests {
     }
 
     fn field_of(body: &Value) -> String {
-        parse(body.to_string().as_bytes(), &configs())
+        parse(body.to_string().as_bytes(), &configs(), None)
             .unwrap_err()
             .field
     }
@@ -142,7 +169,7 @@ mod tests {
     #[test]
     fn a_preset_with_overrides_keeps_the_rest_of_the_preset() {
         let body = json!({"preset": "cpu-small", "grpo": {"steps": 3}, "seed": 11});
-        let request = parse(body.to_string().as_bytes(), &configs()).unwrap();
+        let request = parse(body.to_string().as_bytes(), &configs(), None).unwrap();
         assert_eq!(request.preset.as_deref(), Some("cpu-small"));
         assert_eq!(request.config.grpo.steps, 3);
         assert_eq!(request.config.seed, 11);
@@ -154,18 +181,37 @@ mod tests {
     }
 
     #[test]
+    fn a_distributed_job_needs_the_server_s_broker_and_names_none_itself() {
+        let body = json!({"preset": "cpu-small", "distributed": true}).to_string();
+        let err = parse(body.as_bytes(), &configs(), None).unwrap_err();
+        assert_eq!(err.field, "distributed");
+        assert!(err.message.contains("--nats"), "{}", err.message);
+        let broker = Some("nats://127.0.0.1:4222");
+        let request = parse(body.as_bytes(), &configs(), broker).unwrap();
+        assert_eq!(request.config.cluster.url, "nats://127.0.0.1:4222");
+        let local = parse(br#"{"preset": "cpu-small"}"#, &configs(), broker).unwrap();
+        assert_eq!(local.config.cluster.url, "", "not distributed unless asked");
+        let named = json!({"cluster": {"url": "nats://10.1.2.3:4222"}}).to_string();
+        for server in [None, broker] {
+            let err = parse(named.as_bytes(), &configs(), server).unwrap_err();
+            assert_eq!(err.field, "cluster.url");
+        }
+        assert_eq!(field_of(&json!({"distributed": "yes"})), "distributed");
+    }
+
+    #[test]
     fn bodies_are_strict_and_defaults_are_one_set() {
         // A list where a table belongs would reset the preset's table.
         assert_eq!(field_of(&json!({"preset": "cpu-small", "sft": [5]})), "sft");
         assert_eq!(field_of(&json!({"model": 3})), "model");
-        let err = parse(br#"{"seed": 1, "seed": 2}"#, &configs()).unwrap_err();
+        let err = parse(br#"{"seed": 1, "seed": 2}"#, &configs(), None).unwrap_err();
         assert_eq!(err.field, "seed");
-        let err = parse(br#"{"grpo": {"steps": 1, "steps": 9}}"#, &configs()).unwrap_err();
+        let err = parse(br#"{"grpo": {"steps": 1, "steps": 9}}"#, &configs(), None).unwrap_err();
         assert_eq!(err.field, "grpo.steps");
         // A table written in part takes the other fields' defaults from the same
         // place as a table left out.
-        let none = parse(b"{}", &configs()).unwrap().config;
-        let part = parse(br#"{"harness": {"max_turns": 8}}"#, &configs())
+        let none = parse(b"{}", &configs(), None).unwrap().config;
+        let part = parse(br#"{"harness": {"max_turns": 8}}"#, &configs(), None)
             .unwrap()
             .config;
         assert_eq!(part.harness, none.harness);
@@ -208,7 +254,7 @@ mod tests {
         assert_eq!(field_of(&json!({"preset": "nope"})), "preset");
         assert_eq!(field_of(&json!({"preset": 3})), "preset");
         assert_eq!(field_of(&json!([1, 2])), "(request)");
-        let err = parse(b"{\"seed\": 1e999}", &configs()).unwrap_err();
+        let err = parse(b"{\"seed\": 1e999}", &configs(), None).unwrap_err();
         assert_eq!(err.field, "(request)");
     }
 }

@@ -25,6 +25,8 @@ pub struct JobsState {
     pub runner: Arc<Runner>,
     /// Where presets (`<name>.toml`) are found.
     pub configs: PathBuf,
+    /// The broker of distributed jobs (`arlbook serve --nats URL`), if any.
+    pub broker: Option<String>,
     /// Becomes `true` when the server shuts down (ends the metrics streams).
     pub shutdown: watch::Receiver<bool>,
 }
@@ -77,7 +79,7 @@ fn view(runner: &Runner, job: &JobRow, detail: bool) -> Value {
 
 /// `POST /api/jobs`: queue a training job.
 pub async fn submit(State(state): State<JobsState>, body: Bytes) -> Response {
-    let request = match input::parse(&body, &state.configs) {
+    let request = match input::parse(&body, &state.configs, state.broker.as_deref()) {
         Ok(request) => request,
         Err(err) => return error_response(StatusCode::UNPROCESSABLE_ENTITY, &err),
     };

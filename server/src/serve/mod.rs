@@ -115,6 +115,12 @@ pub struct ServeArgs {
     /// only checked when given.
     #[arg(long)]
     pub token: Option<String>,
+    /// A NATS broker whose `arlbook worker`s collect the rollouts of jobs submitted
+    /// with `"distributed": true`. Without it, such jobs are refused and every job
+    /// collects in its own process. Credentials: `ARLBOOK_NATS_TOKEN`, which the jobs
+    /// inherit.
+    #[arg(long, value_name = "URL")]
+    pub nats: Option<String>,
 }
 
 /// `{"error": {"field", "message"}}` with `status`.
@@ -257,6 +263,9 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
         );
     }
     let token = resolve_token(args)?;
+    if let Some(url) = &args.nats {
+        arlbook_cluster::broker::Broker::from_env(url, None).check()?;
+    }
     std::fs::create_dir_all(&args.data)
         .with_context(|| format!("creating the data directory {}", args.data.display()))?;
     let _data_lock = crate::jobs::lock::lock_data(&args.data)?;
@@ -270,6 +279,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     let jobs = JobsState {
         runner: Arc::clone(&runner),
         configs: args.configs.clone(),
+        broker: args.nats.clone(),
         shutdown,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -94,7 +94,7 @@ pub const OPERATIONS: &[Operation] = &[
     op(
         "post",
         "/api/jobs",
-        "Queue a training job: a training config as JSON, optionally {\"preset\": name} plus overrides.",
+        "Queue a training job: a training config as JSON, optionally {\"preset\": name} plus overrides, and {\"distributed\": true} to collect its GRPO rollouts with the workers of the server's broker (arlbook serve --nats URL; refused without one).",
         ("201", "the job"),
         true,
     ),
