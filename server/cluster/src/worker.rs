@@ -382,12 +382,14 @@ mod tests {
             url: nats.url(),
             ..Broker::default()
         };
-        let mut config = TrainConfig::default();
-        config.model = ModelConfig {
-            layers: 1,
-            width: 16,
-            heads: 2,
-            context: 640,
+        let config = TrainConfig {
+            model: ModelConfig {
+                layers: 1,
+                width: 16,
+                heads: 2,
+                context: 640,
+            },
+            ..TrainConfig::default()
         };
         let device = Device::flex();
         let model = PolicyModel::new(&config.model, arlbook_train::trainer::vocab(), &device);

@@ -69,7 +69,7 @@ pub fn parse(body: &[u8], configs: &Path, broker: Option<&str>) -> Result<JobReq
                 "this server was started without --nats URL: its jobs collect in process only",
             ));
         };
-        config.cluster.url = url.to_owned();
+        url.clone_into(&mut config.cluster.url);
     }
     config.validate()?;
     Ok(JobRequest { config, preset })
