@@ -236,6 +236,9 @@ pub struct MetricsRow {
     /// Jobs published again because their group did not come back in time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub jobs_resent: Option<usize>,
+    /// Bytes of the step's rollout results as they crossed the wire (encoded groups).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result_bytes: Option<usize>,
 
     /// GRPO and RS: seconds spent generating the step's rollouts.
     #[serde(default, skip_serializing_if = "Option::is_none")]

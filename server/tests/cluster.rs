@@ -61,7 +61,7 @@ resend_after_s = 60
 "#;
 
 /// Fields that measure time or the cluster itself: they differ between runs.
-const UNCOMPARED: [&str; 10] = [
+const UNCOMPARED: [&str; 11] = [
     "wall_s",
     "collect_s",
     "step_s",
@@ -72,6 +72,7 @@ const UNCOMPARED: [&str; 10] = [
     "duplicate_results",
     "stale_dropped",
     "jobs_resent",
+    "result_bytes",
 ];
 
 fn scratch(name: &str) -> PathBuf {

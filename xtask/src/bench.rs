@@ -27,10 +27,11 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         Some("train") => crate::bench_train::run(),
         Some("server") => crate::bench_server::run_bench(),
         Some("web") => crate::bench_web::run_bench(),
+        Some("cluster") => crate::bench_cluster::run_bench(),
         Some("device") => crate::device::dry_run(),
         Some(other) => {
             bail!(
-                "unknown bench suite `{other}` (available: core, gpu, train, server, web, device)"
+                "unknown bench suite `{other}` (available: core, gpu, train, server, web, cluster, device)"
             )
         }
     }

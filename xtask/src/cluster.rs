@@ -58,7 +58,7 @@ impl Options {
 }
 
 /// A child process stopped (SIGKILL) and reaped when dropped.
-struct Stopped(Child);
+pub(crate) struct Stopped(pub(crate) Child);
 
 impl Drop for Stopped {
     fn drop(&mut self) {
@@ -67,7 +67,7 @@ impl Drop for Stopped {
     }
 }
 
-fn free_port() -> anyhow::Result<u16> {
+pub(crate) fn free_port() -> anyhow::Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port())
@@ -87,39 +87,45 @@ fn nats_program() -> PathBuf {
     )
 }
 
-/// Runs `cargo xtask cluster`.
-pub fn run_cluster(args: &[String]) -> anyhow::Result<()> {
-    let options = Options::parse(args)?;
-    crate::test::ensure_nats_server()?;
-    run(cargo().args(["build", "-p", "arlbook-server"]))?;
-    let binary = workspace_root().join("target/debug/arlbook");
-    std::fs::create_dir_all(&options.store)
-        .with_context(|| format!("creating {}", options.store.display()))?;
+/// Starts `nats-server -js` on a free loopback port storing under `store` (its log
+/// there too); returns it with its URL once it listens.
+pub(crate) fn start_broker(store: &std::path::Path) -> anyhow::Result<(Stopped, String)> {
+    std::fs::create_dir_all(store).with_context(|| format!("creating {}", store.display()))?;
     let port = free_port()?;
-    let url = format!("nats://127.0.0.1:{port}");
-    let log = |name: &str| -> anyhow::Result<std::fs::File> {
-        let path = options.store.join(format!("{name}.log"));
-        std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))
-    };
-    let _broker = Stopped(
+    let log = store.join("nats-server.log");
+    let broker = Stopped(
         Command::new(nats_program())
             .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
-            .arg(&options.store)
+            .arg(store)
             .stdin(Stdio::null())
-            .stderr(log("nats-server")?)
+            .stderr(
+                std::fs::File::create(&log)
+                    .with_context(|| format!("creating {}", log.display()))?,
+            )
             .spawn()
             .context("starting nats-server")?,
     );
     let deadline = Instant::now() + Duration::from_secs(10);
     while TcpStream::connect(("127.0.0.1", port)).is_err() {
         if Instant::now() > deadline {
-            bail!(
-                "nats-server did not start; see {}/nats-server.log",
-                options.store.display()
-            );
+            bail!("nats-server did not start; see {}", log.display());
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+    Ok((broker, format!("nats://127.0.0.1:{port}")))
+}
+
+/// Runs `cargo xtask cluster`.
+pub fn run_cluster(args: &[String]) -> anyhow::Result<()> {
+    let options = Options::parse(args)?;
+    crate::test::ensure_nats_server()?;
+    run(cargo().args(["build", "-p", "arlbook-server"]))?;
+    let binary = workspace_root().join("target/debug/arlbook");
+    let (_broker, url) = start_broker(&options.store)?;
+    let log = |name: &str| -> anyhow::Result<std::fs::File> {
+        let path = options.store.join(format!("{name}.log"));
+        std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))
+    };
     eprintln!(
         "xtask: broker at {url}; {} worker(s), logs in {}",
         options.workers,

@@ -8,6 +8,7 @@
 use std::process::ExitCode;
 
 mod bench;
+mod bench_cluster;
 mod bench_server;
 mod bench_train;
 mod bench_web;
@@ -38,6 +39,8 @@ tasks:
   bench train     the trainer's GRPO workload vs the same model in PyTorch (CPU)
   bench server    requests/s and p50/p99 latency of a compute call, N keep-alive clients
   bench web       the release bundle's size (raw, gzip) and every figure's redraw latency
+  bench cluster   GRPO rollouts/s in process vs 1 and 2 workers on a loopback
+                  nats-server, the learner's idle share, bytes per group
   bench device    a dry run of xtask/device/gpu-check.sh here (lavapipe, tiny sizes)
   experiment [--seeds 7,8,9] [--config FILE] [--out DIR] [--tasks N] [--samples N]
                   the RL experiment: SFT, GRPO and rejection-sampling arms per seed,

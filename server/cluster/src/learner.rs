@@ -197,6 +197,7 @@ impl Learner {
                     }
                 };
                 if self.take_result(round, result, &mut slots) {
+                    self.stats.result_bytes += message.payload.len();
                     missing -= 1;
                     last_answer = Instant::now();
                 }

@@ -1,5 +1,5 @@
-//! Past one machine: GRPO's rollouts collected by worker processes over NATS
-//! JetStream, while the learner trains.
+//! Past one machine: rollout workers and a GRPO learner of arlbook over NATS
+//! JetStream, with nothing lost when a process or the broker dies.
 //!
 //! - [`broker`]: where the broker is, credentials, and the rule that a broker off
 //!   loopback needs them; retries for requests that fail while it restarts.

@@ -85,6 +85,8 @@ pub struct ClusterStats {
     pub stale_dropped: usize,
     /// Jobs published again after their group did not come back in time.
     pub resent: usize,
+    /// Bytes of the results taken (the encoded groups as they crossed the wire).
+    pub result_bytes: usize,
 }
 
 impl ClusterStats {
@@ -96,5 +98,6 @@ impl ClusterStats {
         row.duplicate_results = Some(self.duplicates);
         row.stale_dropped = Some(self.stale_dropped);
         row.jobs_resent = Some(self.resent);
+        row.result_bytes = Some(self.result_bytes);
     }
 }
