@@ -2,9 +2,9 @@
 //! `arlbook worker`s on a loopback `nats-server`, on this machine, in one run.
 //!
 //! The workload is the documented config's shape (`configs/cpu-small.toml`: 2 layers,
-//! width 96, 12 groups of 6 per step, up to 8 turns of 40 tokens) from fresh weights,
-//! `STEPS` GRPO steps with validation off; every arm trains the same steps on the same
-//! seed, so they collect the same episodes. Per arm, from the metrics rows: rollouts
+//! width 96, 12 groups of 6 per step, up to 8 turns of 40 tokens): 200 SFT steps once,
+//! then from that checkpoint, in each arm, `STEPS` GRPO steps with validation off;
+//! every arm trains the same steps on the same seed, so they collect the same episodes. Per arm, from the metrics rows: rollouts
 //! per second of collection, seconds per step, the learner's idle share (the part of a
 //! step it waits for rollouts, `collect_s / step_s`) and the bytes of one group's
 //! results on the wire. On one machine the workers share its cores with each other and
@@ -40,6 +40,13 @@ max_turns = 8
 max_context_tokens = 640
 max_new_tokens = 40
 
+[sft]
+steps = 200
+batch_episodes = 16
+tasks = 800
+learning_rate = 3e-3
+warmup_steps = 20
+
 [grpo]
 steps = 4
 tasks_per_batch = 12
@@ -65,17 +72,21 @@ fn sum(rows: &[Value], key: &str) -> f64 {
     rows.iter().filter_map(|r| r[key].as_f64()).sum()
 }
 
-/// Trains the workload into `out` (with the broker `url`), returns its GRPO rows.
+/// Trains GRPO from the SFT run `init` into `out` (with the broker `url`), returns its
+/// GRPO rows.
 fn train(
     binary: &Path,
     config: &Path,
+    init: &Path,
     out: &Path,
     url: Option<&str>,
 ) -> anyhow::Result<Vec<Value>> {
     let _ = std::fs::remove_dir_all(out);
     let mut command = Command::new(binary);
     command
-        .args(["train", "--stage", "grpo", "--config"])
+        .args(["train", "--stage", "grpo", "--init"])
+        .arg(init)
+        .arg("--config")
         .arg(config)
         .arg("--out")
         .arg(out)
@@ -122,11 +133,15 @@ pub fn run_bench() -> anyhow::Result<()> {
     std::fs::create_dir_all(&dir)?;
     let config = dir.join("config.toml");
     std::fs::write(&config, CONFIG)?;
-    let mut arms = vec![arm(
-        "in process",
-        &train(&binary, &config, &dir.join("local"), None)?,
-    )];
-    let reference: Vec<Value> = train(&binary, &config, &dir.join("local-check"), None)?;
+    let sft = dir.join("sft");
+    run(Command::new(&binary)
+        .args(["train", "--stage", "sft", "--config"])
+        .arg(&config)
+        .arg("--out")
+        .arg(&sft)
+        .stderr(Stdio::null()))?;
+    let reference = train(&binary, &config, &sft, &dir.join("local"), None)?;
+    let mut arms = vec![arm("in process", &reference)];
     for workers in [1, 2] {
         let (_broker, url) = start_broker(&dir.join(format!("nats-{workers}")))?;
         let mut started = Vec::new();
@@ -143,6 +158,7 @@ pub fn run_bench() -> anyhow::Result<()> {
         let rows = train(
             &binary,
             &config,
+            &sft,
             &dir.join(format!("workers-{workers}")),
             Some(&url),
         )?;
@@ -156,10 +172,10 @@ pub fn run_bench() -> anyhow::Result<()> {
         arms.push(arm(&format!("{workers} worker(s)"), &rows));
     }
     println!(
-        "GRPO collection, {STEPS} steps of 12 groups x 6 rollouts (the documented shape, fresh weights), one machine ({} cores)\n",
+        "GRPO collection, {STEPS} steps of 12 groups x 6 rollouts (the documented shape, after 200 SFT steps), one machine ({} cores)\n",
         std::thread::available_parallelism().map_or(0, usize::from)
     );
-    println!("| arm | rollouts/s | ratio | s/step | learner idle | bytes/group |");
+    println!("| arm | rollouts/s | ratio | s/step | collection share | bytes/group |");
     println!("|---|---:|---:|---:|---:|---:|");
     let base = arms[0].rollouts / arms[0].collect_s;
     for a in &arms {

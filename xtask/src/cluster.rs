@@ -127,9 +127,10 @@ pub fn run_cluster(args: &[String]) -> anyhow::Result<()> {
         std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))
     };
     eprintln!(
-        "xtask: broker at {url}; {} worker(s), logs in {}",
+        "xtask: broker at {url} (storage {st}; restarted by hand: nats-server -js -a 127.0.0.1 -p {port} -sd {st}); {} worker(s), logs in {st}",
         options.workers,
-        options.store.display()
+        st = options.store.display(),
+        port = url.rsplit(':').next().unwrap_or_default(),
     );
     let mut workers = Vec::new();
     for i in 0..options.workers {

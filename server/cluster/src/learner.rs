@@ -31,6 +31,9 @@ use crate::broker::{Broker, retry};
 use crate::names::{self, RunNames};
 use crate::wire::{self, Job, JobResult, VersionRecord, WireEpisode};
 
+/// How long the learner waits without any result before saying so.
+const WAITING_NOTE: Duration = Duration::from_secs(30);
+
 /// How long one fetch of results waits for messages.
 const FETCH_WAIT: Duration = Duration::from_millis(500);
 
@@ -172,6 +175,7 @@ impl Learner {
         let mut missing = jobs.len();
         let mut attempt = 0;
         let mut last_answer = Instant::now();
+        let mut last_note = Instant::now();
         let resend_after = Duration::from_secs_f64(self.settings.resend_after_s);
         while missing > 0 {
             let messages = retry("fetching rollout results", || async {
@@ -204,6 +208,20 @@ impl Learner {
                 // An ack lost to a broker restart makes the result come again: it is
                 // then a duplicate, dropped and counted.
                 let _ = message.ack().await;
+            }
+            if missing > 0
+                && last_answer.elapsed() >= WAITING_NOTE
+                && last_note.elapsed() >= WAITING_NOTE
+            {
+                eprintln!(
+                    "waiting for rollout workers: {} of {} group(s) of batch {} round {} back \
+                     (start some with `arlbook worker --nats URL`)",
+                    jobs.len() - missing,
+                    jobs.len(),
+                    round.batch,
+                    round.round
+                );
+                last_note = Instant::now();
             }
             if missing > 0 && last_answer.elapsed() >= resend_after {
                 attempt += 1;

@@ -1,6 +1,8 @@
 //! The live-training chart: the SFT loss across the top, then six GRPO panels (success
 //! and reward, effective group fraction, clip fractions, KL, entropy, generated
-//! length), each over the step. Generic over plotters' `DrawingBackend`, like the
+//! length), each over the step. A run whose rollouts came from workers on a broker
+//! (`arlbook train --nats`) also gets a panel of each worker's rollouts per second,
+//! beside the SFT loss (under the others when stacked). Generic over plotters' `DrawingBackend`, like the
 //! figures: the page draws it on a canvas, tests render it to SVG.
 
 use std::ops::Range;
@@ -45,7 +47,7 @@ enum Scale {
 
 /// One line of a panel.
 struct Line {
-    label: &'static str,
+    label: String,
     color: RGBColor,
     points: Vec<(f64, f64)>,
     /// Dots only, no line (sparse rows such as validation).
@@ -63,7 +65,7 @@ impl Line {
         field: fn(&Row) -> Option<f64>,
     ) -> Self {
         Self {
-            label,
+            label: label.to_owned(),
             color,
             points: run.series(stage, field),
             dots_only: stage == Stage::Validation,
@@ -162,7 +164,7 @@ fn panel<DB: DrawingBackend>(
                 style.line(color, line.width),
             ))?
         };
-        drawn.label(line.label).legend(move |(x, y)| {
+        drawn.label(line.label.as_str()).legend(move |(x, y)| {
             PathElement::new(vec![(x, y), (x + legend_len, y)], color.stroke_width(width))
         });
         if !line.dots_only && line.points.len() <= MAX_DOTTED {
@@ -183,6 +185,25 @@ fn panel<DB: DrawingBackend>(
             .draw()?;
     }
     Ok(())
+}
+
+/// One line per worker of `run`: its rollouts per second at each RL step it served.
+fn worker_lines(run: &Run) -> Vec<Line> {
+    run.workers()
+        .into_iter()
+        .enumerate()
+        .map(|(i, worker)| Line {
+            points: run.series(Stage::Rl, |r| {
+                r.worker_rollouts_per_s
+                    .as_ref()
+                    .and_then(|m| m.get(&worker).copied())
+            }),
+            label: worker,
+            color: plot::SERIES[i % plot::SERIES.len()],
+            dots_only: false,
+            width: 2.0,
+        })
+        .collect()
 }
 
 /// Draws the whole chart for `run` on `area` (stacked panels when `style.narrow`).
@@ -245,17 +266,38 @@ pub fn draw<DB: DrawingBackend>(
             Scale::FromZero(1.0),
         ),
     ];
-    let areas: Vec<DrawingArea<DB, Shift>> = if style.narrow {
-        area.split_evenly((PANELS, 1))
+    let workers = worker_lines(run);
+    let stacked = PANELS + usize::from(!workers.is_empty());
+    let mut areas: Vec<DrawingArea<DB, Shift>> = if style.narrow {
+        area.split_evenly((stacked, 1))
     } else {
         let sft_height = (f64::from(height) * SFT_SHARE).round() as u32;
         let (top, bottom) = area.split_vertically(sft_height);
-        std::iter::once(top)
+        let mut top = vec![top];
+        if !workers.is_empty() {
+            let (width, _) = top[0].dim_in_pixel();
+            let (left, right) = top[0].split_horizontally(width * 2 / 3);
+            top = vec![left, right];
+        }
+        let first = top.remove(0);
+        std::iter::once(first)
             .chain(bottom.split_evenly((2, 3)))
+            .chain(top)
             .collect()
     };
     for ((title, lines, scale), cell) in panels.iter().zip(&areas) {
         panel(cell, title, lines, *scale, style)?;
+    }
+    if !workers.is_empty()
+        && let Some(cell) = areas.pop()
+    {
+        panel(
+            &cell,
+            "rollout workers (rollouts/s)",
+            &workers,
+            Scale::FromZero(1.0),
+            style,
+        )?;
     }
     Ok(())
 }
@@ -296,6 +338,30 @@ mod tests {
         assert!(!svg.contains("no values yet"));
     }
 
+    /// Two GRPO rows collected by workers `a` and `b`.
+    const CLUSTER_ROWS: &str = "{\"stage\":\"sft\",\"step\":1,\"loss\":3.0}\n\
+        {\"stage\":\"grpo\",\"step\":1,\"worker_rollouts_per_s\":{\"a\":40.0,\"b\":35.5},\"redeliveries\":1}\n\
+        {\"stage\":\"grpo\",\"step\":2,\"worker_rollouts_per_s\":{\"a\":42.0},\"stale_dropped\":2}\n";
+
+    #[test]
+    fn a_run_with_workers_gets_their_panel_and_one_without_does_not() {
+        let run = Run::from_jsonl(CLUSTER_ROWS).unwrap();
+        let lines = worker_lines(&run);
+        assert_eq!(lines.len(), 2);
+        assert_eq!(lines[0].label, "a");
+        assert_eq!(lines[0].points, [(1.0, 40.0), (2.0, 42.0)]);
+        assert_eq!(lines[1].points, [(1.0, 35.5)], "b served step 1 only");
+        for narrow in [false, true] {
+            let svg = svg(&run, 600, narrow).unwrap();
+            assert!(
+                svg.contains("rollout workers (rollouts/s)"),
+                "narrow {narrow}"
+            );
+        }
+        let recorded = svg(&recorded(), 600, false).unwrap();
+        assert!(!recorded.contains("rollout workers"));
+    }
+
     #[test]
     fn the_stacked_layout_is_taller_and_draws_the_same_panels() {
         assert!(aspect(true) > aspect(false));
@@ -316,7 +382,7 @@ mod tests {
     #[test]
     fn vertical_ranges_cover_the_values_and_keep_rates_on_zero_to_one() {
         let line = |points: Vec<(f64, f64)>| Line {
-            label: "x",
+            label: "x".to_owned(),
             color: BLUE,
             points,
             dots_only: false,

@@ -89,9 +89,62 @@ impl Run {
         self.of(Stage::Rl).rev().find_map(|r| r.success_rate)
     }
 
+    /// The workers that collected rollouts (`arlbook train --nats`), sorted by name.
+    pub fn workers(&self) -> Vec<String> {
+        let names: std::collections::BTreeSet<&String> = self
+            .of(Stage::Rl)
+            .filter_map(|r| r.worker_rollouts_per_s.as_ref())
+            .flat_map(|m| m.keys())
+            .collect();
+        names.into_iter().cloned().collect()
+    }
+
+    /// The sum of a count over the RL rows.
+    fn total(&self, field: impl Fn(&Row) -> Option<usize>) -> f64 {
+        self.of(Stage::Rl).filter_map(field).sum::<usize>() as f64
+    }
+
     /// The numbers shown under the charts: `live-rows`, `live-step`, `live-success`
-    /// (NaN, shown as a dash, before the first GRPO row).
+    /// (NaN, shown as a dash, before the first GRPO row); for a run collected by
+    /// workers also `live-workers`, `live-queue` (the last step's deepest queue),
+    /// `live-redeliveries` and `live-stale` (totals).
     pub fn readouts(&self) -> Vec<Readout> {
+        let mut readouts = self.main_readouts();
+        let workers = self.workers();
+        if workers.is_empty() {
+            return readouts;
+        }
+        let last_queue = self.of(Stage::Rl).rev().find_map(|r| r.queue_depth);
+        readouts.extend([
+            Readout::new(
+                READOUT_PREFIX,
+                "workers",
+                "workers seen",
+                workers.len() as f64,
+            ),
+            Readout::new(
+                READOUT_PREFIX,
+                "queue",
+                "jobs queued (last step)",
+                last_queue.map_or(f64::NAN, |q| q as f64),
+            ),
+            Readout::new(
+                READOUT_PREFIX,
+                "redeliveries",
+                "jobs redelivered",
+                self.total(|r| r.redeliveries),
+            ),
+            Readout::new(
+                READOUT_PREFIX,
+                "stale",
+                "stale jobs and results dropped",
+                self.total(|r| r.stale_dropped),
+            ),
+        ]);
+        readouts
+    }
+
+    fn main_readouts(&self) -> Vec<Readout> {
         vec![
             Readout::new(
                 READOUT_PREFIX,
@@ -181,6 +234,32 @@ mod tests {
         run.push(Row::parse(r#"{"stage":"grpo","step":2}"#).unwrap());
         let values: Vec<f64> = run.readouts().into_iter().map(|r| r.value).collect();
         assert_eq!(values, [3.0, 2.0, 0.375]);
+    }
+
+    #[test]
+    fn a_run_collected_by_workers_reads_out_its_workers_and_faults() {
+        let run = Run::from_jsonl(
+            "{\"stage\":\"grpo\",\"step\":1,\"worker_rollouts_per_s\":{\"w1\":40.0},\"queue_depth\":12,\"redeliveries\":1,\"stale_dropped\":3}\n\
+             {\"stage\":\"grpo\",\"step\":2,\"worker_rollouts_per_s\":{\"w0\":41.0,\"w1\":39.0},\"queue_depth\":6,\"redeliveries\":2,\"stale_dropped\":0}\n",
+        )
+        .unwrap();
+        assert_eq!(run.workers(), ["w0", "w1"]);
+        let readouts = run.readouts();
+        let ids: Vec<&str> = readouts.iter().map(|r| r.id.as_str()).collect();
+        assert_eq!(
+            ids,
+            [
+                "live-rows",
+                "live-step",
+                "live-success",
+                "live-workers",
+                "live-queue",
+                "live-redeliveries",
+                "live-stale"
+            ]
+        );
+        let values: Vec<f64> = readouts[3..].iter().map(|r| r.value).collect();
+        assert_eq!(values, [2.0, 6.0, 3.0, 3.0]);
     }
 
     #[test]
