@@ -10,7 +10,7 @@ use arlbook_cluster::names;
 use arlbook_cluster::worker::{self, WorkerOptions};
 use arlbook_train::config::BackendChoice;
 use arlbook_train::device;
-use arlbook_train::trainer::Trainer;
+use arlbook_train::run::trainer::Trainer;
 use clap::Args;
 
 /// Where the broker is (both roles).

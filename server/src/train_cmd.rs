@@ -9,10 +9,11 @@ use arlbook_core::agent::Split;
 use clap::Args;
 
 use arlbook_train::config::{BackendChoice, TrainConfig};
-use arlbook_train::eval::{self, EvalPlan, Report};
-use arlbook_train::pipeline::Stage;
-use arlbook_train::trainer::Trainer;
-use arlbook_train::{checkpoint, device};
+use arlbook_train::device;
+use arlbook_train::measure::eval::{self, EvalPlan, Report};
+use arlbook_train::run::checkpoint;
+use arlbook_train::run::pipeline::Stage;
+use arlbook_train::run::trainer::Trainer;
 
 /// A clap parser for a trainer enum with `NAMES` and `FromStr`: the same help
 /// (possible values) and errors as a derived `ValueEnum`.
@@ -168,7 +169,7 @@ pub struct PlotArgs {
 
 /// Runs `arlbook train-plot`.
 pub fn run_plot(args: &PlotArgs) -> Result<ExitCode> {
-    arlbook_train::plot::write(&args.run, &args.out)?;
+    arlbook_train::measure::plot::write(&args.run, &args.out)?;
     eprintln!("wrote {}", args.out.display());
     Ok(ExitCode::SUCCESS)
 }
@@ -436,7 +437,7 @@ pub struct BenchArgs {
     #[arg(long, default_value = "cpu", value_parser = names_parser!(BackendChoice))]
     pub backend: BackendChoice,
     /// burn's forward passes and autodiff graph on the CPU backend too (the trainer's
-    /// CPU path is the fused one, `server/train/src/fused`): the two side by side.
+    /// CPU path is the fused one, `server/train/src/policy/fused`): the two side by side.
     #[arg(long)]
     pub burn_only: bool,
 }

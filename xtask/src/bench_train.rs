@@ -83,7 +83,7 @@ fn arlbook_bench(extra: &[&str]) -> anyhow::Result<Value> {
 }
 
 /// Runs both sides and prints the comparison: arlbook as it trains on the CPU (the
-/// fused passes, `server/train/src/fused`), arlbook on burn's forward passes and
+/// fused passes, `server/train/src/policy/fused`), arlbook on burn's forward passes and
 /// autodiff graph, and PyTorch.
 pub fn run() -> anyhow::Result<()> {
     let rust = arlbook_bench(&[])?;

@@ -20,9 +20,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow};
 use arlbook_train::config::{ClusterConfig, TrainConfig};
-use arlbook_train::grpo::remote::{ClusterStats, RemoteRollouts, RoundId};
-use arlbook_train::model::PolicyModel;
-use arlbook_train::rollout::{EpisodeSpec, Rollout};
+use arlbook_train::learner::grpo::remote::{ClusterStats, RemoteRollouts, RoundId};
+use arlbook_train::policy::model::PolicyModel;
+use arlbook_train::policy::rollout::{EpisodeSpec, Rollout};
 use async_nats::jetstream::{self, consumer, kv, object_store, stream};
 use burn::prelude::*;
 use futures_util::StreamExt;

@@ -5,7 +5,7 @@
 //!   loopback needs them; retries for requests that fail while it restarts.
 //! - [`names`]: the streams, buckets and keys of a run.
 //! - [`wire`]: jobs, results and version records, and their encodings.
-//! - [`learner`]: the trainer's [`arlbook_train::grpo::remote::RemoteRollouts`] over
+//! - [`learner`]: the trainer's [`arlbook_train::learner::grpo::remote::RemoteRollouts`] over
 //!   the broker (`arlbook train --nats URL`).
 //! - [`worker`]: `arlbook worker --nats URL`.
 //!

@@ -11,8 +11,8 @@
 
 use anyhow::{Context, Result};
 use arlbook_core::agent::{EpisodeIds, Task};
-use arlbook_train::checkpoint::StoredRollout;
-use arlbook_train::rollout::{EpisodeSpec, Rollout};
+use arlbook_train::policy::rollout::{EpisodeSpec, Rollout};
+use arlbook_train::run::checkpoint::StoredRollout;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 

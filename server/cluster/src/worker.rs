@@ -22,12 +22,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
-use arlbook_train::checkpoint::StoredRollout;
 use arlbook_train::config::TrainConfig;
-use arlbook_train::generate::roll_out;
-use arlbook_train::model::PolicyModel;
-use arlbook_train::rollout::EpisodeSpec;
-use arlbook_train::sampling::{policy_info, sampler};
+use arlbook_train::policy::generate::roll_out;
+use arlbook_train::policy::model::PolicyModel;
+use arlbook_train::policy::rollout::EpisodeSpec;
+use arlbook_train::policy::sampling::{policy_info, sampler};
+use arlbook_train::run::checkpoint::StoredRollout;
 use async_nats::jetstream::{self, AckKind, consumer, kv, object_store};
 use burn::prelude::*;
 use futures_util::StreamExt;
@@ -355,7 +355,7 @@ async fn policy(
         );
     }
     let file = WeightsFile::write(&bytes)?;
-    let model = Arc::new(arlbook_train::trainer::load_model(
+    let model = Arc::new(arlbook_train::run::trainer::load_model(
         &b.config,
         &file.path(),
         device,
@@ -370,7 +370,7 @@ mod tests {
     use crate::learner::Learner;
     use arlbook_tests::nats::NatsServer;
     use arlbook_train::config::ModelConfig;
-    use arlbook_train::grpo::remote::RemoteRollouts;
+    use arlbook_train::learner::grpo::remote::RemoteRollouts;
 
     #[test]
     fn weights_whose_hash_differs_from_their_record_are_refused() {
@@ -392,7 +392,7 @@ mod tests {
             ..TrainConfig::default()
         };
         let device = Device::flex();
-        let model = PolicyModel::new(&config.model, arlbook_train::trainer::vocab(), &device);
+        let model = PolicyModel::new(&config.model, arlbook_train::run::trainer::vocab(), &device);
         let mut learner = Learner::start(&broker, "hash", &config).unwrap();
         learner.publish(&model, 0).unwrap();
         let runtime = tokio::runtime::Builder::new_current_thread()

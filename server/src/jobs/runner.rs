@@ -17,7 +17,7 @@ use super::JobState;
 use super::db::{Db, JobRow};
 use super::identity;
 use super::now_unix_ms;
-use arlbook_train::checkpoint;
+use arlbook_train::run::checkpoint;
 
 /// How often the scheduler looks at its children when nothing wakes it.
 const TICK: Duration = Duration::from_millis(200);

@@ -16,7 +16,7 @@ use super::{error_response, metrics_stream};
 use crate::jobs::db::JobRow;
 use crate::jobs::input;
 use crate::jobs::runner::{CancelOutcome, Runner, SubmitError};
-use arlbook_train::checkpoint;
+use arlbook_train::run::checkpoint;
 
 /// What the job handlers share.
 #[derive(Debug, Clone)]

@@ -26,15 +26,15 @@ use burn::optim::GradientsParams;
 use burn::prelude::*;
 use serde::Serialize;
 
-use super::batching::{HostArrays, Tokens};
 use super::config::ModelConfig;
-use super::fused::score::{Entropy, Path, score, weights_for};
-use super::generate::{Engine, rollout_threads, try_in_parts};
-use super::loss::{SurrogateInputs, SurrogateSettings, surrogate_loss};
-use super::model::PolicyModel;
-use super::optimizer::adamw;
-use super::replicas::accumulate_in_parallel;
-use super::trainer::vocab;
+use crate::learner::batching::{HostArrays, Tokens};
+use crate::learner::loss::{SurrogateInputs, SurrogateSettings, surrogate_loss};
+use crate::learner::optimizer::adamw;
+use crate::learner::replicas::accumulate_in_parallel;
+use crate::policy::fused::score::{Entropy, Path, score, weights_for};
+use crate::policy::generate::{Engine, rollout_threads, try_in_parts};
+use crate::policy::model::PolicyModel;
+use crate::run::trainer::vocab;
 
 /// The shapes of the workload.
 #[derive(Debug, Clone, Copy, Serialize)]
@@ -55,11 +55,11 @@ pub struct Workload {
     pub turn_tokens: usize,
     /// Tokens of each tool result between two turns.
     pub observation_tokens: usize,
-    /// Threads of the update's microbatches ([`crate::replicas`]); `None`: as the
+    /// Threads of the update's microbatches ([`crate::learner::replicas`]); `None`: as the
     /// trainer ([`rollout_threads`]).
     pub update_threads: Option<usize>,
     /// burn's forward passes and autodiff graph even on the CPU backend, where the
-    /// trainer takes the fused passes ([`crate::fused`]): the comparison of the two.
+    /// trainer takes the fused passes ([`crate::policy::fused`]): the comparison of the two.
     pub burn_only: bool,
 }
 
@@ -215,7 +215,7 @@ fn multi_turn_episodes(
 
 /// The clipped token-mean loss's gradients for one microbatch of `sequences` (its
 /// tokens after `prompt` are the generated ones, each weighing `weight`), through
-/// `path` (see `crate::fused::score`).
+/// `path` (see `crate::policy::fused::score`).
 fn microbatch_gradients(
     model: &PolicyModel,
     path: Path<'_>,
@@ -281,13 +281,14 @@ pub fn run(config: &ModelConfig, workload: &Workload, device: &Device) -> anyhow
         .update_threads
         .unwrap_or_else(|| rollout_threads(device));
     // The fused CPU passes on the CPU backend, as the trainer (unless `burn_only`).
-    let fused_weights = |model: &PolicyModel| -> anyhow::Result<Option<crate::fused::Weights>> {
-        if workload.burn_only {
-            Ok(None)
-        } else {
-            weights_for(model, device)
-        }
-    };
+    let fused_weights =
+        |model: &PolicyModel| -> anyhow::Result<Option<crate::policy::fused::Weights>> {
+            if workload.burn_only {
+                Ok(None)
+            } else {
+                weights_for(model, device)
+            }
+        };
     for repeat in 0..=workload.repeats {
         // Rollout: prefill + greedy decode with the cache.
         let t0 = Instant::now();
@@ -411,7 +412,7 @@ mod tests {
         let mut rng = RandomStream::new(5, 0);
         // Three turns: two tool results of four tokens.
         let episodes: Vec<Episode> = (0..3).map(|_| Episode::random(&mut rng, 7, 3, 4)).collect();
-        let weights = crate::fused::Weights::of(&policy).expect("weights");
+        let weights = crate::policy::fused::Weights::of(&policy).expect("weights");
         // burn's passes and the fused ones.
         for weights in [None, Some(&weights)] {
             let engine = Engine {

@@ -15,7 +15,7 @@ use anyhow::Result;
 use arlbook_core::FieldError;
 
 use crate::footprint;
-use crate::grpo::competence::{EdgeUnit, TaskSampling};
+use crate::learner::grpo::competence::{EdgeUnit, TaskSampling};
 use arlbook_core::agent::HarnessConfig;
 use arlbook_core::math::advantage::StdKind;
 use arlbook_core::math::convention::Convention;
@@ -956,7 +956,7 @@ impl TrainConfig {
 
     /// Whether the checkpoint at `position` is a selection candidate, kept on disk
     /// until the run ends.
-    pub fn is_candidate(&self, position: super::metrics::Position) -> bool {
+    pub fn is_candidate(&self, position: crate::run::metrics::Position) -> bool {
         let v = &self.selection;
         v.enabled
             && match position.stage {

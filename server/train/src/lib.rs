@@ -2,59 +2,36 @@
 //! environment by SFT, then GRPO or rejection sampling, with checkpoints, metrics and
 //! evaluation.
 //!
-//! - [`config`]: the TOML configuration and its validation; [`footprint`]: what a
-//!   config asks of the machine, checked against its budget before anything runs.
-//! - [`model`], [`generate`], [`sampling`], [`rollout`]: the transformer with a KV
-//!   cache, batched lockstep rollouts and token sampling with recorded log-probs.
-//! - [`batching`], [`loss`], [`optimizer`]: tensors of a microbatch, the policy loss
-//!   (the core's, in burn), AdamW with global-norm clipping and the schedule;
-//!   [`replicas`]: microbatches' forward and backward passes on every core;
-//!   [`fused`]: the training forward and backward written by hand for the CPU
-//!   backend (checked against burn's graph).
-//! - [`trainer`]: the run state (device, model, optimizer, reference, lag pipeline,
-//!   position, metrics file): fresh, resumed or initialised from a checkpoint.
-//! - [`sft`], [`grpo`], [`rejection`]: the stages (SFT; GRPO; rejection-sampling SFT)
-//!   on that state; [`pipeline`] runs a `train` invocation's stages in order.
-//! - [`selection`]: checkpoints chosen on validation, and the gate before RL;
-//!   [`probe`]: where an SFT policy fails (validation failures by cause, teacher-forced
-//!   accuracy by action part), measured during SFT.
-//! - [`checkpoint`], [`metrics`], [`progress`]: resumable state, the JSON-lines file of
-//!   `core::metrics::MetricsRow`s, the progress line.
-//! - [`eval`]: success, pass@k and paired comparisons of checkpoints, and [`opening`]
-//!   the recovery diagnostic's forced wrong first patch; [`plot`]: a
-//!   picture of a run; [`bench`]: the synthetic workload of `cargo xtask bench train`;
-//!   [`device`]: the burn device for a backend choice; [`resident`]: the process's
-//!   peak resident memory for the run and bench reports.
+//! The modules are grouped by role:
+//! - [`policy`]: what the learner and the rollout workers share: the transformer
+//!   ([`policy::model`]) and its fused CPU passes ([`policy::fused`]), sampling,
+//!   batched generation and the lockstep episode driver ([`policy::generate`],
+//!   [`policy::sampling`], [`policy::rollout`]).
+//! - [`learner`]: the learner's side: the stages ([`learner::sft`] with
+//!   [`learner::recovery`], [`learner::grpo`], [`learner::rejection`]) and the update's
+//!   parts ([`learner::batching`], [`learner::loss`], [`learner::optimizer`],
+//!   [`learner::replicas`]). GRPO's collection goes to rollout workers through
+//!   [`learner::grpo::remote`] when a broker is set (the crate `arlbook-cluster`
+//!   holds the worker side).
+//! - [`run`]: the run: its state ([`run::trainer`]), the stages in order
+//!   ([`run::pipeline`]), checkpoints chosen on validation ([`run::selection`]),
+//!   [`run::checkpoint`]s, the [`run::metrics`] file and the [`run::progress`] line.
+//! - [`measure`]: validation, the SFT probe, checkpoint evaluation, the recovery
+//!   diagnostic's opening, the run plot.
+//! - At the top: [`config`] (the TOML configuration and its validation),
+//!   [`footprint`] (what a config asks of the machine), [`device`] (the burn device
+//!   for a backend choice), [`resident`] (peak resident memory) and [`bench`](mod@bench) (the
+//!   synthetic workload of `cargo xtask bench train`).
 //!
-//! The stages depend on [`trainer`], [`pipeline`] on the stages: the module graph has
-//! no cycle.
+//! The stages depend on [`run::trainer`], [`run::pipeline`] on the stages: the module
+//! graph has no cycle.
 
-pub mod batching;
 pub mod bench;
-pub mod checkpoint;
 pub mod config;
 pub mod device;
-pub mod eval;
 pub mod footprint;
-pub mod fused;
-pub mod generate;
-pub mod grpo;
-pub mod loss;
-pub mod metrics;
-pub mod model;
-pub mod opening;
-pub mod optimizer;
-pub mod pipeline;
-pub mod plot;
-pub mod probe;
-pub mod progress;
-pub mod recovery;
-pub mod rejection;
-pub mod replicas;
+pub mod learner;
+pub mod measure;
+pub mod policy;
 pub mod resident;
-pub mod rollout;
-pub mod sampling;
-pub mod selection;
-pub mod sft;
-pub mod trainer;
-pub mod validation;
+pub mod run;

@@ -25,10 +25,12 @@ use arlbook_core::gpu::GpuContext;
 use arlbook_core::math::kl::KlEstimator;
 use arlbook_core::rng::RandomStream;
 use arlbook_train::config::ModelConfig;
-use arlbook_train::loss::{SurrogateInputs, SurrogateSettings, surrogate_loss, token_logprobs};
-use arlbook_train::model::PolicyModel;
-use arlbook_train::sampling::{Sampler, tempered_log_softmax};
-use arlbook_train::trainer::vocab;
+use arlbook_train::learner::loss::{
+    SurrogateInputs, SurrogateSettings, surrogate_loss, token_logprobs,
+};
+use arlbook_train::policy::model::PolicyModel;
+use arlbook_train::policy::sampling::{Sampler, tempered_log_softmax};
+use arlbook_train::run::trainer::vocab;
 use burn::module::{ModuleVisitor, Param};
 use burn::optim::GradientsParams;
 use burn::prelude::*;

@@ -1,0 +1,476 @@
+//! The cold start: supervised fine-tuning on the scripted teacher's demonstrations.
+//!
+//! Every demonstration is a full teacher episode on a training task. The loss is the
+//! mean negative log-likelihood over the **generated** (action) tokens only: the
+//! prompt and the tool observations are context, not targets (the shifted loss mask of
+//! `core::agent::batch`). Step `k` takes the demonstrations at positions
+//! `k * B .. (k + 1) * B` of a shuffled order drawn from the seed, one fresh
+//! permutation per pass over the data, so a resumed run sees the same batches.
+//!
+//! A step's demonstrations are sorted by length and run through the model in slices
+//! of a few episodes, each padded only to its own longest episode; every slice adds
+//! its summed token loss divided by the step's total trained tokens, so the step's
+//! loss and gradient are those of one pass over the whole batch. The slices run on
+//! every core of the CPU backend (`crate::learner::replicas`), their gradients added in slice
+//! order.
+//!
+//! With `sft.recovery_steps`, a second phase follows the `sft.steps` teacher steps:
+//! the model attempts `sft.recovery_tasks` training tasks with the teacher taking over
+//! at its first mistake (see [`crate::learner::recovery`]), and the remaining steps draw their
+//! batches from those recovery demonstrations together with as many teacher ones.
+//! The recovery demonstrations are saved in the run folder (`recovery.jsonl`) before
+//! the phase's first step, so a resumed run trains on the same ones.
+//!
+//! With `sft.probe_every`, a `probe` row follows every that many steps and the last
+//! (validation success, failures by cause, teacher-forced accuracy by action part:
+//! [`crate::measure::probe`]), written before the step's checkpoint so a resumed run has it
+//! exactly once.
+
+use std::time::Instant;
+
+use anyhow::{Result, bail};
+use arlbook_core::agent::{EpisodeIds, Split, Teacher, generate_task, run_episode};
+use arlbook_core::metrics::{MetricsRow, RowStage};
+use arlbook_core::rng::RandomStream;
+use burn::optim::GradientsParams;
+use burn::prelude::*;
+
+use crate::config::{LrSchedule, SFT_MICROBATCH_EPISODES};
+use crate::learner::batching::MicroBatch;
+use crate::learner::optimizer::{clip_global_norm, learning_rate};
+use crate::learner::recovery::{self, Demonstration};
+use crate::learner::replicas::accumulate_in_parallel;
+use crate::measure::probe;
+use crate::policy::fused::score::{Entropy, Path, score, weights_for};
+use crate::policy::generate::rollout_threads;
+use crate::policy::rollout::Rollout;
+use crate::run::trainer::{Trainer, vocab};
+
+/// Stream id of the demonstration order (plus the pass index).
+const ORDER_STREAM: u64 = 0x5F70_0000;
+/// Stream id of the recovery phase's order (plus the pass index).
+const RECOVERY_ORDER_STREAM: u64 = 0x5F71_0000;
+/// File of the recovery demonstrations in the run folder.
+const RECOVERY_FILE: &str = "recovery.jsonl";
+/// Seed offset of the demonstration tasks.
+const TASK_SEED: u64 = 0x5F7_0000_0000;
+/// Gradient-norm clip for SFT.
+const SFT_GRAD_CLIP: f64 = 1.0;
+
+/// The task of demonstration `i` (also task `i` of GRPO's `task_pool`).
+pub fn demonstration_task(
+    config: &crate::config::TrainConfig,
+    i: usize,
+) -> arlbook_core::agent::Task {
+    generate_task(Split::Train, config.seed.wrapping_add(TASK_SEED) + i as u64)
+}
+
+/// The teacher's successful episodes on `count` training tasks, and how many distinct
+/// problem keys those tasks have.
+pub fn demonstrations(
+    config: &crate::config::TrainConfig,
+    count: usize,
+) -> (Vec<Demonstration>, usize) {
+    let mut keys = std::collections::BTreeSet::new();
+    let demos = (0..count)
+        .map(|i| {
+            let task = demonstration_task(config, i);
+            keys.insert(task.key.clone());
+            let mut teacher = Teacher::for_harness(&task, &config.harness);
+            let ids = EpisodeIds {
+                group_id: i as u64,
+                sample_id: 0,
+            };
+            Demonstration::teacher(run_episode(
+                &task,
+                &mut teacher,
+                &config.harness,
+                ids,
+                i as u64,
+            ))
+        })
+        .filter(|d| d.record.success())
+        .collect();
+    (demos, keys.len())
+}
+
+/// A uniformly random permutation of `0..count` (Fisher-Yates, `below(i + 1)` for
+/// `i = count-1 .. 1`) from `RandomStream::new(seed, stream)`.
+pub fn permutation(seed: u64, stream: u64, count: usize) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..count).collect();
+    let mut rng = RandomStream::new(seed, stream);
+    for i in (1..count).rev() {
+        let k = rng.below((i + 1) as u32) as usize;
+        order.swap(i, k);
+    }
+    order
+}
+
+/// The demonstration indices of SFT step `step` (the uncached form of
+/// [`cached_indices`], for its test).
+#[cfg(test)]
+fn batch_indices(seed: u64, step: usize, batch: usize, count: usize) -> Vec<usize> {
+    (0..batch)
+        .map(|j| {
+            let position = step * batch + j;
+            permutation(seed, ORDER_STREAM + (position / count) as u64, count)[position % count]
+        })
+        .collect()
+}
+
+/// Runs SFT from the current position to the end of both phases.
+pub fn run(trainer: &mut Trainer) -> Result<()> {
+    let config = trainer.config.clone();
+    let (demos, demonstration_keys) = demonstrations(&config, config.sft.tasks);
+    if demos.is_empty() {
+        bail!("sft.tasks: the teacher produced no successful demonstration");
+    }
+    check_lengths(&demos, config.model.context)?;
+    if trainer.position.step < config.sft.steps {
+        let phase = Phase {
+            order_stream: ORDER_STREAM,
+            first_step: 0,
+            until: config.sft.steps,
+        };
+        let fields = MetricsRow {
+            demonstrations: Some(demos.len()),
+            demonstration_keys: Some(demonstration_keys),
+            ..MetricsRow::default()
+        };
+        run_phase(trainer, &demos, &phase, &fields)?;
+    }
+    if trainer.position.step < config.sft.total_steps() {
+        let (pool, summary) = recovery_pool(trainer, demos)?;
+        let phase = Phase {
+            order_stream: RECOVERY_ORDER_STREAM,
+            first_step: config.sft.steps,
+            until: config.sft.total_steps(),
+        };
+        run_phase(trainer, &pool, &phase, &summary)?;
+    }
+    Ok(())
+}
+
+fn check_lengths(demos: &[Demonstration], context: usize) -> Result<()> {
+    let too_long = demos
+        .iter()
+        .filter(|d| d.record.tokens.len() > context)
+        .count();
+    if too_long > 0 {
+        bail!("model.context: {too_long} demonstrations are longer than {context} tokens");
+    }
+    Ok(())
+}
+
+/// The recovery phase's demonstrations: those saved in the run folder, or, the first
+/// time, the ones the current model's attempts yield (saved before returning), plus as
+/// many teacher demonstrations. Also the numbers logged with the phase's steps.
+fn recovery_pool(
+    trainer: &Trainer,
+    mut teacher: Vec<Demonstration>,
+) -> Result<(Vec<Demonstration>, MetricsRow)> {
+    let config = &trainer.config;
+    let path = trainer.out.join(RECOVERY_FILE);
+    let recovered = if let Some(saved) = recovery::load(&path)? {
+        saved
+    } else {
+        let t0 = Instant::now();
+        let policy = trainer.model.valid();
+        let (found, clean) = recovery::collect(
+            &policy,
+            &trainer.plain,
+            &config.harness,
+            config.seed,
+            config.sft.recovery_tasks,
+        )?;
+        eprintln!(
+            "recovery: the model made no mistake on {clean} of {} tasks; {} take-overs \
+             succeeded ({:.1} s)",
+            config.sft.recovery_tasks,
+            found.len(),
+            t0.elapsed().as_secs_f64()
+        );
+        recovery::save(&path, &found)?;
+        found
+    };
+    if recovered.is_empty() {
+        bail!("sft.recovery_tasks: the model's attempts gave no recovery demonstration");
+    }
+    check_lengths(&recovered, config.model.context)?;
+    let summary = MetricsRow {
+        phase: Some("recovery".to_owned()),
+        recovery_demos: Some(recovered.len()),
+        ..MetricsRow::default()
+    };
+    teacher.truncate(recovered.len());
+    teacher.extend(recovered);
+    Ok((teacher, summary))
+}
+
+/// A phase of SFT: steps `first_step..until`, whose batches come from a pool in the
+/// order of `order_stream`.
+struct Phase {
+    order_stream: u64,
+    first_step: usize,
+    until: usize,
+}
+
+/// The steps of `phase` from the current position on, on batches of `pool`; every
+/// metrics row starts from `fields` (what the phase says about itself).
+fn run_phase(
+    trainer: &mut Trainer,
+    pool: &[Demonstration],
+    phase: &Phase,
+    fields: &MetricsRow,
+) -> Result<()> {
+    let config = trainer.config.clone();
+    let total = config.sft.total_steps();
+    let mut orders_cache: Option<(usize, Vec<usize>)> = None;
+    let mut probe_episodes = None;
+    while trainer.position.step < phase.until {
+        let step = trainer.position.step;
+        let t0 = Instant::now();
+        let indices = cached_indices(
+            &mut orders_cache,
+            (config.seed, phase.order_stream),
+            step - phase.first_step,
+            config.sft.batch_episodes,
+            pool.len(),
+        );
+        let mut batch: Vec<&Demonstration> = indices.iter().map(|&i| &pool[i]).collect();
+        let (loss_value, tokens, mut grads) =
+            demonstration_gradients(trainer, &mut batch, SFT_MICROBATCH_EPISODES)?;
+        if !loss_value.is_finite() {
+            bail!("sft step {step}: the loss is not finite ({loss_value})");
+        }
+        let grad_norm = clip_global_norm(&trainer.model, &mut grads, SFT_GRAD_CLIP)?;
+        let lr = learning_rate(
+            config.sft.learning_rate,
+            step,
+            config.sft.warmup_steps,
+            total,
+            LrSchedule::Cosine,
+        );
+        trainer.model = trainer.optim.step(lr, trainer.model.clone(), grads);
+        trainer.position.step += 1;
+        let step_s = t0.elapsed().as_secs_f64();
+        let row = MetricsRow {
+            stage: RowStage::Sft,
+            step: trainer.position.step,
+            steps: Some(total),
+            loss: Some(loss_value),
+            grad_norm: Some(grad_norm),
+            lr: Some(lr),
+            tokens: Some(tokens),
+            tokens_per_s: Some(tokens as f64 / step_s),
+            step_s: Some(step_s),
+            wall_s: Some(trainer.wall_s()),
+            ..fields.clone()
+        };
+        trainer.log(&row)?;
+        let step = trainer.position.step;
+        if config.sft.probe_every > 0
+            && (step.is_multiple_of(config.sft.probe_every) || step == total)
+        {
+            let teacher = probe_episodes
+                .get_or_insert_with(|| probe::teacher_episodes(&config, config.sft.probe_tasks));
+            let row = probe::probe_row(
+                &config,
+                &trainer.model.valid(),
+                &trainer.plain,
+                teacher,
+                (step, total),
+            )?;
+            trainer.log(&row)?;
+        }
+        if trainer.checkpoint_due(phase.until) {
+            trainer.save_checkpoint()?;
+        }
+    }
+    Ok(())
+}
+
+/// One SFT step's loss, trained-token count and gradients over `batch`, sorted by
+/// length in place and run `slice_episodes` at a time (the slicing of the module docs).
+///
+/// # Errors
+/// When a slice's loss cannot be read back from the device.
+pub(super) fn demonstration_gradients(
+    trainer: &Trainer,
+    batch: &mut [&Demonstration],
+    slice_episodes: usize,
+) -> Result<(f64, usize, GradientsParams)> {
+    batch.sort_by_key(|d| d.record.tokens.len());
+    let tokens: usize = batch.iter().map(|d| d.trained_tokens()).sum();
+    let slices: Vec<&[&Demonstration]> = batch.chunks(slice_episodes.max(1)).collect();
+    let device = &trainer.device;
+    // The fused CPU path on the CPU backend, burn's graph elsewhere (`crate::policy::fused`).
+    let weights = weights_for(&trainer.model, &trainer.plain)?;
+    let path = Path::for_device(&trainer.plain, weights.as_ref());
+    // The slices' forward and backward passes on every core (see `crate::learner::replicas`).
+    let (grads, losses) = accumulate_in_parallel(
+        &trainer.model,
+        &slices,
+        rollout_threads(&trainer.plain),
+        |model, slice| {
+            let (micro, mask) = demonstration_batch(slice, device);
+            let scored = score(path, model, &micro.tokens, 1.0, Entropy::Skip, device)?;
+            let loss = (scored.logp.clone() * mask)
+                .sum()
+                .neg()
+                .div_scalar(tokens.max(1) as f64);
+            let value = loss
+                .clone()
+                .try_into_scalar::<f32>()
+                .map_err(|e| anyhow::anyhow!("reading the SFT loss back from the device: {e:?}"))?;
+            let grads = scored.gradients(&loss, model, &trainer.plain)?;
+            Ok((grads, f64::from(value)))
+        },
+    )?;
+    let loss_value = losses.iter().sum();
+    Ok((loss_value, tokens, grads))
+}
+
+/// The microbatch of `rows` and its loss mask restricted to their trained tokens.
+fn demonstration_batch(rows: &[&Demonstration], device: &Device) -> (MicroBatch, Tensor<2>) {
+    let rollouts: Vec<Rollout> = rows
+        .iter()
+        .map(|d| Rollout {
+            record: d.record.clone(),
+            keep: Vec::new(),
+            entropy: Vec::new(),
+        })
+        .collect();
+    let refs: Vec<&Rollout> = rollouts.iter().collect();
+    let micro = crate::learner::batching::micro_batch(&refs, vocab(), device);
+    let mask = trained_mask(&micro, rows, device);
+    (micro, mask)
+}
+
+/// The microbatch's loss mask without the targets before each row's `trained_from`
+/// (target `j` is token `j + 1`).
+fn trained_mask(micro: &MicroBatch, rows: &[&Demonstration], device: &Device) -> Tensor<2> {
+    if rows.iter().all(|d| d.trained_from == 0) {
+        return micro.mask.clone();
+    }
+    let [n, t] = micro.mask.dims();
+    let width = micro.padded.seq_len.saturating_sub(1);
+    let mut mask = vec![0.0f32; n * t];
+    for (row, demo) in rows.iter().enumerate() {
+        for j in 0..width.min(t) {
+            if j + 1 >= demo.trained_from && micro.padded.loss_mask[row * width + j] == 1 {
+                mask[row * t + j] = 1.0;
+            }
+        }
+    }
+    Tensor::from_data(TensorData::new(mask, [n, t]), device)
+}
+
+/// [`batch_indices`] with the permutation of the current pass kept between steps.
+fn cached_indices(
+    cache: &mut Option<(usize, Vec<usize>)>,
+    (seed, stream): (u64, u64),
+    step: usize,
+    batch: usize,
+    count: usize,
+) -> Vec<usize> {
+    (0..batch)
+        .map(|j| {
+            let position = step * batch + j;
+            let pass = position / count;
+            if cache.as_ref().is_none_or(|(p, _)| *p != pass) {
+                *cache = Some((pass, permutation(seed, stream + pass as u64, count)));
+            }
+            cache
+                .as_ref()
+                .map_or(0, |(_, order)| order[position % count])
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{ModelConfig, TrainConfig};
+
+    /// Slicing a step into microbatches must not change what the step computes: the
+    /// loss is the whole step's token mean and the gradient is the same (its global
+    /// norm compared here), because each slice divides by the step's token count.
+    #[test]
+    fn sliced_sft_step_equals_one_pass_over_the_batch() {
+        let out = std::env::temp_dir().join(format!("arlbook-sft-slices-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&out);
+        let config = TrainConfig {
+            model: ModelConfig {
+                layers: 1,
+                width: 32,
+                heads: 2,
+                context: 640,
+            },
+            ..TrainConfig::default()
+        };
+        let (demos, _) = demonstrations(&config, 7);
+        assert!(demos.len() >= 5, "the teacher solves most training tasks");
+        let trainer = Trainer::fresh(config, &out, burn::tensor::Device::flex()).unwrap();
+        let mut whole: Vec<&Demonstration> = demos.iter().collect();
+        let mut sliced = whole.clone();
+        let (loss_whole, tokens_whole, mut grads_whole) =
+            demonstration_gradients(&trainer, &mut whole, usize::MAX).unwrap();
+        let (loss_sliced, tokens_sliced, mut grads_sliced) =
+            demonstration_gradients(&trainer, &mut sliced, 2).unwrap();
+        assert_eq!(tokens_whole, tokens_sliced);
+        assert!(
+            (loss_whole - loss_sliced).abs() < 1e-5,
+            "{loss_whole} vs {loss_sliced}"
+        );
+        let norm_whole = clip_global_norm(&trainer.model, &mut grads_whole, 0.0).unwrap();
+        let norm_sliced = clip_global_norm(&trainer.model, &mut grads_sliced, 0.0).unwrap();
+        assert!(norm_whole > 0.0);
+        assert!(
+            (norm_whole - norm_sliced).abs() < 1e-4 * norm_whole,
+            "{norm_whole} vs {norm_sliced}"
+        );
+        let _ = std::fs::remove_dir_all(&out);
+    }
+
+    /// A demonstration taken over by the teacher is trained only from `trained_from`:
+    /// the mask keeps exactly its trained tokens, and all of a teacher episode's.
+    #[test]
+    fn the_mask_starts_at_each_demonstrations_trained_from() {
+        let config = TrainConfig::default();
+        let (demos, _) = demonstrations(&config, 3);
+        let record = demos[0].record.clone();
+        let second_call = record
+            .spans
+            .iter()
+            .filter(|s| s.role == arlbook_core::agent::SpanRole::Action)
+            .nth(1)
+            .unwrap()
+            .start;
+        let partial = Demonstration {
+            record,
+            trained_from: second_call,
+        };
+        assert!(partial.trained_tokens() < partial.record.generated_tokens());
+        let rows = [&demos[1], &partial];
+        let (_, mask) = demonstration_batch(&rows, &burn::tensor::Device::flex());
+        let per_row: Vec<f32> = mask.sum_dim(1).try_into_vec_as::<f32>().unwrap();
+        assert_eq!(per_row[0] as usize, demos[1].trained_tokens());
+        assert_eq!(per_row[1] as usize, partial.trained_tokens());
+    }
+
+    #[test]
+    fn batches_cover_every_demonstration_once_per_pass_and_are_reproducible() {
+        let count = 10;
+        let mut seen = vec![0; count];
+        let mut cache = None;
+        for step in 0..5 {
+            let indices = cached_indices(&mut cache, (3, ORDER_STREAM), step, 2, count);
+            assert_eq!(indices, batch_indices(3, step, 2, count));
+            for i in indices {
+                seen[i] += 1;
+            }
+        }
+        assert!(seen.iter().all(|&s| s == 1), "{seen:?}");
+    }
+}

@@ -1,0 +1,222 @@
+//! Choosing checkpoints on validation, and the gate before reinforcement learning.
+//!
+//! The test split is for the end: a checkpoint is chosen by its success on
+//! validation at the sampling temperature (`selection.tasks` tasks x
+//! `selection.samples` samples, the same task and episode seeds for every candidate;
+//! the best mean wins, ties go to the later step). At the chosen SFT checkpoint the
+//! gate measures validation pass@1 and pass@k with `k = selection.gate_samples`:
+//! GRPO learns only from groups with mixed outcomes, which need tasks the policy
+//! solves sometimes but not always, and `pass@k - pass@1` is the headroom such tasks
+//! give. A gap below `selection.min_gap` is reported as a warning (in the log, the
+//! metrics and `summary.json`), not hidden. Every choice is written to
+//! `selection.json` in the run folder, which `summary.json` includes.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use arlbook_core::agent::Split;
+pub use arlbook_core::metrics::Candidate;
+use arlbook_core::metrics::{MetricsRow, RowStage};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::config::TrainConfig;
+use crate::measure::eval::{self, EvalPlan};
+use crate::run::checkpoint;
+use crate::run::metrics::Position;
+use crate::run::trainer::Trainer;
+
+/// The file of the choices in the run folder.
+pub const SELECTION_FILE: &str = "selection.json";
+/// Seed of the validation episodes of every selection (the same for all candidates).
+const SELECTION_SEED: u64 = 0x5E1E_C700;
+
+/// The choice among one stage's checkpoints.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Selection {
+    /// The stage (`sft`, `grpo`, `rs`).
+    pub arm: String,
+    /// Validation tasks x samples per candidate.
+    pub tasks: usize,
+    /// Samples per task.
+    pub samples: usize,
+    /// Temperature.
+    pub temperature: f64,
+    /// Every candidate, by step.
+    pub candidates: Vec<Candidate>,
+    /// The chosen step.
+    pub chosen_step: usize,
+    /// The chosen checkpoint.
+    pub chosen: PathBuf,
+}
+
+/// The gate at the chosen SFT checkpoint.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Gate {
+    /// The checkpoint.
+    pub checkpoint: PathBuf,
+    /// Validation tasks.
+    pub tasks: usize,
+    /// Samples per task (`k`).
+    pub samples: usize,
+    /// pass@1.
+    pub pass_at_1: f64,
+    /// pass@k.
+    pub pass_at_k: f64,
+    /// `pass@k - pass@1`.
+    pub gap: f64,
+    /// Set when the gap is below `selection.min_gap`.
+    pub warning: Option<String>,
+}
+
+fn validation_plan(config: &TrainConfig, tasks: usize, samples: usize, ks: Vec<usize>) -> EvalPlan {
+    EvalPlan {
+        split: Split::Validation,
+        tasks,
+        first_task: 0,
+        samples,
+        ks,
+        temperature: config.grpo.temperature,
+        seed: SELECTION_SEED,
+        show: 0,
+        recovery: false,
+    }
+}
+
+/// Scores the checkpoints of `stage` at `steps` (the stage's last step `last` added)
+/// and chooses one; logs a row per candidate and the choice.
+pub fn choose(trainer: &mut Trainer, stage: u8, steps: &[usize], last: usize) -> Result<Selection> {
+    let config = trainer.config.clone();
+    let v = &config.selection;
+    let plan = validation_plan(&config, v.tasks, v.samples, vec![1]);
+    let mut wanted: Vec<usize> = steps.iter().copied().filter(|&s| s < last).collect();
+    wanted.push(last);
+    wanted.sort_unstable();
+    wanted.dedup();
+    let arm = Position::stage_name(stage).to_owned();
+    let mut candidates = Vec::with_capacity(wanted.len());
+    for step in wanted {
+        let folder = checkpoint::folder_of(&trainer.out, Position { stage, step });
+        if !folder.join("state.json").is_file() {
+            bail!(
+                "selection: the {arm} checkpoint at step {step} is missing ({})",
+                folder.display()
+            );
+        }
+        let summary = eval::score(&folder, &plan, &trainer.plain)?;
+        let candidate = Candidate {
+            step,
+            checkpoint: folder,
+            success: summary.success.mean,
+            ci95: summary.success.ci95,
+        };
+        trainer.progress.note(&format!(
+            "selection: {arm} step {step}: validation success {:.3} [{:.3}, {:.3}]",
+            candidate.success, candidate.ci95[0], candidate.ci95[1]
+        ));
+        candidates.push(candidate);
+    }
+    let best = candidates
+        .iter()
+        .max_by(|a, b| a.success.total_cmp(&b.success).then(a.step.cmp(&b.step)))
+        .context("selection: no candidate")?
+        .clone();
+    let selection = Selection {
+        arm: arm.clone(),
+        tasks: v.tasks,
+        samples: v.samples,
+        temperature: plan.temperature,
+        candidates,
+        chosen_step: best.step,
+        chosen: best.checkpoint.clone(),
+    };
+    trainer.log(&MetricsRow {
+        arm: Some(arm.clone()),
+        val_success: Some(best.success),
+        candidates: Some(selection.candidates.clone()),
+        ..MetricsRow::new(RowStage::Selection, best.step)
+    })?;
+    trainer.progress.note(&format!(
+        "selection: chose {arm} step {} ({})",
+        best.step,
+        best.checkpoint.display()
+    ));
+    record(&trainer.out, &arm, &selection)?;
+    Ok(selection)
+}
+
+/// The gate at `folder`: validation pass@1 and pass@k; logged and recorded.
+pub fn gate(trainer: &mut Trainer, folder: &Path) -> Result<Gate> {
+    let config = trainer.config.clone();
+    let v = &config.selection;
+    let k = v.gate_samples;
+    let plan = validation_plan(&config, v.gate_tasks, k, vec![1, k]);
+    let summary = eval::score(folder, &plan, &trainer.plain)?;
+    let pass_at = |k: usize| {
+        summary
+            .pass_at_k
+            .iter()
+            .find(|p| p.k == k)
+            .map_or(0.0, |p| p.estimate.mean)
+    };
+    let (pass_at_1, pass_at_k) = (pass_at(1), pass_at(k));
+    let gap = pass_at_k - pass_at_1;
+    let warning = (gap < v.min_gap).then(|| {
+        format!(
+            "gate: validation pass@{k} - pass@1 = {gap:.3} is below selection.min_gap = {}: \
+             few tasks give groups with mixed outcomes, so GRPO has little to learn from",
+            v.min_gap
+        )
+    });
+    let gate = Gate {
+        checkpoint: folder.to_owned(),
+        tasks: v.gate_tasks,
+        samples: k,
+        pass_at_1,
+        pass_at_k,
+        gap,
+        warning,
+    };
+    trainer.log(&MetricsRow {
+        k: Some(k),
+        pass_at_1: Some(pass_at_1),
+        pass_at_k: Some(pass_at_k),
+        gap: Some(gap),
+        warning: gate.warning.clone(),
+        ..MetricsRow::new(RowStage::Gate, 0)
+    })?;
+    trainer.progress.note(&format!(
+        "gate: validation pass@1 {pass_at_1:.3}, pass@{k} {pass_at_k:.3} ({} tasks)",
+        v.gate_tasks
+    ));
+    if let Some(warning) = &gate.warning {
+        trainer.progress.note(warning);
+    }
+    record(&trainer.out, "gate", &gate)?;
+    Ok(gate)
+}
+
+/// The choices recorded so far in `out` (an empty object when none).
+pub fn recorded(out: &Path) -> Result<Value> {
+    let path = out.join(SELECTION_FILE);
+    match std::fs::read(&path) {
+        Ok(bytes) => {
+            serde_json::from_slice(&bytes).with_context(|| format!("parsing {}", path.display()))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(json!({})),
+        Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
+    }
+}
+
+/// Sets `name` in `selection.json` (written to a temporary file, then renamed).
+fn record(out: &Path, name: &str, value: &impl Serialize) -> Result<()> {
+    let mut all = recorded(out)?;
+    if let Some(object) = all.as_object_mut() {
+        object.insert(name.to_owned(), serde_json::to_value(value)?);
+    }
+    let path = out.join(SELECTION_FILE);
+    let tmp = out.join(format!(".{SELECTION_FILE}.tmp"));
+    std::fs::write(&tmp, serde_json::to_vec_pretty(&all)?)?;
+    std::fs::rename(&tmp, &path)?;
+    Ok(())
+}
