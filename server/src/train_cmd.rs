@@ -61,10 +61,6 @@ pub struct TrainArgs {
     pub broker: crate::cluster_cmd::BrokerArgs,
 }
 
-/// The parser of `--backend` (auto, cpu or gpu).
-pub fn backend_parser() -> impl clap::builder::TypedValueParser<Value = BackendChoice> {
-    names_parser!(BackendChoice)
-}
 
 /// Ends the process when standard input reaches end-of-file (the parent is gone).
 fn exit_when_stdin_closes() {
