@@ -61,7 +61,6 @@ pub struct TrainArgs {
     pub broker: crate::cluster_cmd::BrokerArgs,
 }
 
-
 /// Ends the process when standard input reaches end-of-file (the parent is gone).
 fn exit_when_stdin_closes() {
     std::thread::spawn(|| {

@@ -44,12 +44,8 @@ pub struct Learner {
     settings: ClusterConfig,
     /// Versions the lag pipeline may still collect with.
     keep_versions: u64,
-    js: jetstream::Context,
-    kv: kv::Store,
-    weights: object_store::ObjectStore,
-    jobs: stream::Stream,
-    results: consumer::PullConsumer,
-    incarnation: u64,
+    /// The run's streams, buckets and consumer, and this learner's incarnation.
+    on: OnBroker,
     stats: ClusterStats,
     /// Per worker: rollouts and seconds since the last `take_stats`.
     work: BTreeMap<String, (usize, f64)>,
@@ -59,7 +55,7 @@ impl std::fmt::Debug for Learner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Learner")
             .field("run", &self.names.run)
-            .field("incarnation", &self.incarnation)
+            .field("incarnation", &self.on.incarnation)
             .finish_non_exhaustive()
     }
 }
@@ -116,20 +112,15 @@ impl Learner {
             .context("starting the broker client's runtime")?;
         let settings = config.cluster.clone();
         let keep_versions = config.grpo.max_policy_lag as u64 + 2;
-        let prepared = runtime.block_on(prepare(broker, &names, config))?;
+        let (on, drained) = runtime.block_on(prepare(broker, &names, config))?;
         Ok(Self {
             runtime,
             names,
             settings,
             keep_versions,
-            js: prepared.js,
-            kv: prepared.kv,
-            weights: prepared.weights,
-            jobs: prepared.jobs,
-            results: prepared.results,
-            incarnation: prepared.incarnation,
+            on,
             stats: ClusterStats {
-                stale_dropped: prepared.drained,
+                stale_dropped: drained,
                 ..ClusterStats::default()
             },
             work: BTreeMap::new(),
@@ -138,7 +129,7 @@ impl Learner {
 
     /// This learner's incarnation (0 for the run's first learner).
     pub fn incarnation(&self) -> u64 {
-        self.incarnation
+        self.on.incarnation
     }
 
     /// Publishes the job of `group` (attempt `attempt`) and waits for the broker's
@@ -153,7 +144,7 @@ impl Learner {
                 let publish = jetstream::message::PublishMessage::build()
                     .payload(payload)
                     .message_id(id);
-                let ack = self.js.send_publish(subject, publish).await?;
+                let ack = self.on.js.send_publish(subject, publish).await?;
                 ack.await?;
                 Ok(())
             }
@@ -167,7 +158,7 @@ impl Learner {
             self.publish_job(job, 0).await?;
         }
         let depth = retry("reading the job queue's depth", || async {
-            Ok(self.jobs.get_info().await?.state.messages)
+            Ok(self.on.jobs.get_info().await?.state.messages)
         })
         .await;
         self.stats.queue_depth = self.stats.queue_depth.max(depth as usize);
@@ -180,6 +171,7 @@ impl Learner {
         while missing > 0 {
             let messages = retry("fetching rollout results", || async {
                 let batch = self
+                    .on
                     .results
                     .fetch()
                     .max_messages(64)
@@ -249,7 +241,7 @@ impl Learner {
         result: JobResult,
         slots: &mut [Option<Vec<Rollout>>],
     ) -> bool {
-        if result.incarnation != self.incarnation {
+        if result.incarnation != self.on.incarnation {
             self.stats.stale_dropped += 1;
             return false;
         }
@@ -279,18 +271,23 @@ impl Learner {
     }
 }
 
-/// What [`prepare`] sets up.
-struct Prepared {
+/// A run on the broker as its learner holds it.
+struct OnBroker {
     js: jetstream::Context,
     kv: kv::Store,
     weights: object_store::ObjectStore,
     jobs: stream::Stream,
     results: consumer::PullConsumer,
     incarnation: u64,
-    drained: usize,
 }
 
-async fn prepare(broker: &Broker, names: &RunNames, config: &TrainConfig) -> Result<Prepared> {
+/// Sets the run up on the broker (see the module docs); returns it with the count of
+/// jobs and results an earlier learner left, which it drained.
+async fn prepare(
+    broker: &Broker,
+    names: &RunNames,
+    config: &TrainConfig,
+) -> Result<(OnBroker, usize)> {
     let client = broker
         .connect(&format!("arlbook-learner-{}", names.run))
         .await?;
@@ -361,15 +358,15 @@ async fn prepare(broker: &Broker, names: &RunNames, config: &TrainConfig) -> Res
     let runs = bucket(&js, names::RUNS_BUCKET).await?;
     runs.put(names::CURRENT_RUN, names.run.clone().into())
         .await?;
-    Ok(Prepared {
+    let on = OnBroker {
         js,
         kv,
         weights,
         jobs,
         results,
         incarnation,
-        drained,
-    })
+    };
+    Ok((on, drained))
 }
 
 fn bytes_of(v: Vec<u8>) -> bytes::Bytes {
@@ -398,16 +395,16 @@ impl RemoteRollouts for Learner {
     fn publish(&mut self, model: &PolicyModel, version: usize) -> Result<()> {
         let bytes = weight_bytes(model)?;
         let version = version as u64;
-        let object = names::version_key(self.incarnation, version);
+        let object = names::version_key(self.on.incarnation, version);
         let record = VersionRecord {
-            incarnation: self.incarnation,
+            incarnation: self.on.incarnation,
             version,
             object: object.clone(),
             sha256: wire::sha256_hex(&bytes),
             bytes: bytes.len() as u64,
         };
         let json = bytes_of(serde_json::to_vec(&record)?);
-        let (weights, kv) = (&self.weights, &self.kv);
+        let (weights, kv) = (&self.on.weights, &self.on.kv);
         self.runtime.block_on(async {
             retry("storing the weights", || async {
                 weights.put(object.as_str(), &mut bytes.as_slice()).await?;
@@ -422,7 +419,7 @@ impl RemoteRollouts for Learner {
             .await;
             if let Some(old) = version.checked_sub(self.keep_versions) {
                 let _ = weights
-                    .delete(names::version_key(self.incarnation, old))
+                    .delete(names::version_key(self.on.incarnation, old))
                     .await;
             }
         });
@@ -435,7 +432,7 @@ impl RemoteRollouts for Learner {
             .enumerate()
             .map(|(group, specs)| Job {
                 run: self.names.run.clone(),
-                incarnation: self.incarnation,
+                incarnation: self.on.incarnation,
                 batch: round.batch as u64,
                 round: round.round as u64,
                 group: group as u64,
