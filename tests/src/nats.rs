@@ -28,6 +28,7 @@ pub struct NatsServer {
     port: u16,
     store: PathBuf,
     log: PathBuf,
+    token: Option<String>,
 }
 
 /// A free loopback port (bound and released; the server takes it right after).
@@ -45,11 +46,24 @@ impl NatsServer {
     /// When `nats-server` is missing (install it: `apt-get install nats-server`, which
     /// `cargo xtask test` does) or does not start listening within 10 s.
     pub fn start(store: &Path) -> Self {
+        Self::launched(store, None)
+    }
+
+    /// As [`NatsServer::start`], with clients required to present `token`.
+    ///
+    /// # Panics
+    /// As [`NatsServer::start`].
+    pub fn start_with_token(store: &Path, token: &str) -> Self {
+        Self::launched(store, Some(token.to_owned()))
+    }
+
+    fn launched(store: &Path, token: Option<String>) -> Self {
         let mut server = Self {
             child: None,
             port: free_port(),
             store: store.to_owned(),
             log: store.with_extension("log"),
+            token,
         };
         server.launch();
         server

@@ -79,8 +79,13 @@ impl Broker {
     /// Connects as `name` (shown in the broker's connection list).
     pub async fn connect(&self, name: &str) -> Result<async_nats::Client> {
         self.check()?;
+        let (who, url) = (name.to_owned(), self.url.clone());
         let mut options = async_nats::ConnectOptions::new()
             .name(name)
+            .event_callback(move |event| {
+                let (who, url) = (who.clone(), url.clone());
+                async move { report(&who, &url, &event) }
+            })
             .retry_on_initial_connect()
             .connection_timeout(Duration::from_secs(5))
             .request_timeout(Some(Duration::from_secs(10)));
@@ -96,6 +101,20 @@ impl Broker {
             .connect(self.url.as_str())
             .await
             .with_context(|| format!("connecting to the broker at {}", self.url))
+    }
+}
+
+/// Says on standard error what happened to a connection: the client reconnects by
+/// itself (so a broker that refuses the credentials would otherwise look like one that
+/// is slow to answer).
+fn report(who: &str, url: &str, event: &async_nats::Event) {
+    match event {
+        async_nats::Event::Connected => eprintln!("{who}: connected to the broker at {url}"),
+        async_nats::Event::Disconnected => {
+            eprintln!("{who}: lost the broker at {url}; reconnecting");
+        }
+        async_nats::Event::ServerError(e) => eprintln!("{who}: the broker at {url} says: {e}"),
+        other => eprintln!("{who}: broker at {url}: {other}"),
     }
 }
 

@@ -113,7 +113,6 @@ async fn work(options: WorkerOptions) -> Result<()> {
         .await?;
     let js = jetstream::new(client);
     let runs = retry("opening the run list", || bucket(&js, names::RUNS_BUCKET)).await;
-    eprintln!("worker {}: connected to {}", options.id, options.broker.url);
     let mut bound: Option<Bound> = None;
     let mut done = 0;
     let mut waiting_reported = false;
@@ -372,11 +371,38 @@ mod tests {
     use arlbook_train::config::ModelConfig;
     use arlbook_train::learner::grpo::remote::RemoteRollouts;
 
-    #[test]
-    fn weights_whose_hash_differs_from_their_record_are_refused() {
-        let dir = std::env::temp_dir().join(format!("arlbook-hash-{}", std::process::id()));
+    fn scratch(name: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("arlbook-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn a_broker_that_wants_a_token_serves_a_learner_and_a_worker_that_have_it() {
+        let dir = scratch("token");
+        let nats = NatsServer::start_with_token(&dir.join("js"), "s3cret-token");
+        let broker = Broker {
+            url: nats.url(),
+            token: Some("s3cret-token".into()),
+            nkey_file: None,
+        };
+        let learner = Learner::start(&broker, "token", &TrainConfig::default()).unwrap();
+        assert_eq!(learner.incarnation(), 0);
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let js = jetstream::new(broker.connect("test").await.unwrap());
+            let bound = bind(&js, "token").await.unwrap();
+            assert_eq!(bound.config, TrainConfig::default());
+        });
+    }
+
+    #[test]
+    fn weights_whose_hash_differs_from_their_record_are_refused() {
+        let dir = scratch("hash");
         let nats = NatsServer::start(&dir.join("js"));
         let broker = Broker {
             url: nats.url(),
