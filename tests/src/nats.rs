@@ -78,7 +78,8 @@ impl NatsServer {
             .append(true)
             .open(&self.log)
             .expect("opening the nats-server log");
-        let child = Command::new(program)
+        let mut command = Command::new(program);
+        command
             .args([
                 "-js",
                 "-a",
@@ -87,7 +88,11 @@ impl NatsServer {
                 &self.port.to_string(),
                 "-sd",
             ])
-            .arg(&self.store)
+            .arg(&self.store);
+        if let Some(token) = &self.token {
+            command.args(["--auth", token]);
+        }
+        let child = command
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)

@@ -397,6 +397,14 @@ mod tests {
             let js = jetstream::new(broker.connect("test").await.unwrap());
             let bound = bind(&js, "token").await.unwrap();
             assert_eq!(bound.config, TrainConfig::default());
+            // Without the token nothing is served.
+            let without = Broker {
+                token: None,
+                ..broker.clone()
+            };
+            let js = jetstream::new(without.connect("intruder").await.unwrap());
+            let refused = tokio::time::timeout(Duration::from_secs(3), bind(&js, "token")).await;
+            assert!(!matches!(refused, Ok(Ok(_))), "served without the token");
         });
     }
 
