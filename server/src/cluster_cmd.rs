@@ -51,7 +51,7 @@ pub struct WorkerArgs {
     #[arg(long)]
     pub id: Option<String>,
     /// The device the rollouts run on: auto, cpu or gpu.
-    #[arg(long, default_value = "auto", value_parser = backend_parser())]
+    #[arg(long, default_value = "auto", value_parser = names_parser!(BackendChoice))]
     pub backend: BackendChoice,
     /// Stop after this many jobs (default: run until stopped).
     #[arg(long)]
@@ -59,14 +59,6 @@ pub struct WorkerArgs {
     /// Hold each result this many milliseconds before publishing it (fault tests).
     #[arg(long, default_value_t = 0, hide = true)]
     pub hold_result_ms: u64,
-}
-
-/// The parser of `--backend`: auto, cpu or gpu, with clap's help and errors.
-fn backend_parser() -> impl clap::builder::TypedValueParser<Value = BackendChoice> {
-    clap::builder::TypedValueParser::try_map(
-        clap::builder::PossibleValuesParser::new(BackendChoice::NAMES),
-        |name: String| name.parse::<BackendChoice>(),
-    )
 }
 
 /// Runs `arlbook worker`.

@@ -6,6 +6,17 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+/// A clap parser for a trainer enum with `NAMES` and `FromStr`: the same help
+/// (possible values) and errors as a derived `ValueEnum`.
+macro_rules! names_parser {
+    ($ty:ty) => {
+        clap::builder::TypedValueParser::try_map(
+            clap::builder::PossibleValuesParser::new(<$ty>::NAMES),
+            |name: String| name.parse::<$ty>(),
+        )
+    };
+}
+
 mod cluster_cmd;
 mod compute_cmd;
 mod env_cmd;

@@ -15,17 +15,6 @@ use arlbook_train::run::checkpoint;
 use arlbook_train::run::pipeline::Stage;
 use arlbook_train::run::trainer::Trainer;
 
-/// A clap parser for a trainer enum with `NAMES` and `FromStr`: the same help
-/// (possible values) and errors as a derived `ValueEnum`.
-macro_rules! names_parser {
-    ($ty:ty) => {
-        clap::builder::TypedValueParser::try_map(
-            clap::builder::PossibleValuesParser::new(<$ty>::NAMES),
-            |name: String| name.parse::<$ty>(),
-        )
-    };
-}
-
 /// Arguments of `arlbook train`.
 #[derive(Debug, Args)]
 pub struct TrainArgs {

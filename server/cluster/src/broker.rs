@@ -104,6 +104,17 @@ impl Broker {
     }
 }
 
+/// The runtime the broker client runs on inside a synchronous process (the trainer, a
+/// worker): one thread, so the connection keeps answering the broker's pings while the
+/// caller computes.
+pub fn client_runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .context("starting the broker client's runtime")
+}
+
 /// Says on standard error what happened to a connection: the client reconnects by
 /// itself (so a broker that refuses the credentials would otherwise look like one that
 /// is slow to answer).

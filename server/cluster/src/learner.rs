@@ -105,11 +105,7 @@ impl Learner {
     /// Connects to `broker` and prepares run `run` of `config` (see the module docs).
     pub fn start(broker: &Broker, run: &str, config: &TrainConfig) -> Result<Self> {
         let names = RunNames::new(run)?;
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .context("starting the broker client's runtime")?;
+        let runtime = crate::broker::client_runtime()?;
         let settings = config.cluster.clone();
         let keep_versions = config.grpo.max_policy_lag as u64 + 2;
         let (on, drained) = runtime.block_on(prepare(broker, &names, config))?;
@@ -375,20 +371,12 @@ fn bytes_of(v: Vec<u8>) -> bytes::Bytes {
 
 /// The bytes of `model`'s weights as `arlbook` checkpoints hold them (`model.bpk`).
 pub fn weight_bytes(model: &PolicyModel) -> Result<Vec<u8>> {
-    let dir = std::env::temp_dir().join(format!(
-        "arlbook-weights-{}-{}",
-        std::process::id(),
-        crate::unique()
-    ));
-    std::fs::create_dir_all(&dir)?;
-    let path = dir.join("model.bpk");
+    let file = crate::WeightsFile::fresh()?;
     model
         .clone()
-        .save_file(&path)
+        .save_file(file.path())
         .map_err(|e| anyhow!("saving the weights: {e}"))?;
-    let bytes = std::fs::read(&path);
-    let _ = std::fs::remove_dir_all(&dir);
-    Ok(bytes?)
+    Ok(std::fs::read(file.path())?)
 }
 
 impl RemoteRollouts for Learner {

@@ -20,9 +20,42 @@ pub mod names;
 pub mod wire;
 pub mod worker;
 
-/// A number no earlier call in this process returned (for scratch file names).
-pub(crate) fn unique() -> u64 {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    NEXT.fetch_add(1, Ordering::Relaxed)
+/// A `model.bpk` in a folder of its own under the temporary folder, removed (with the
+/// folder) when dropped: the learner saves a version's weights there to read their
+/// bytes, and a worker writes the bytes it fetched there for burn to load (burn reads a
+/// record's tensors when first used, so a worker keeps the file while it holds that
+/// version).
+pub(crate) struct WeightsFile(std::path::PathBuf);
+
+impl WeightsFile {
+    /// A fresh folder, the file not yet written.
+    pub(crate) fn fresh() -> anyhow::Result<Self> {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "arlbook-weights-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir)?;
+        Ok(Self(dir))
+    }
+
+    /// A fresh file holding `bytes`.
+    pub(crate) fn write(bytes: &[u8]) -> anyhow::Result<Self> {
+        let file = Self::fresh()?;
+        std::fs::write(file.path(), bytes)?;
+        Ok(file)
+    }
+
+    /// The file's path.
+    pub(crate) fn path(&self) -> std::path::PathBuf {
+        self.0.join("model.bpk")
+    }
+}
+
+impl Drop for WeightsFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }

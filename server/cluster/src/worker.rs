@@ -17,7 +17,6 @@
 //! hands it to another worker after `ack_wait_s`; a result published twice is dropped
 //! by the learner. Workers may join or leave at any time.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -33,6 +32,7 @@ use burn::prelude::*;
 use futures_util::StreamExt;
 use tokio::io::AsyncReadExt;
 
+use crate::WeightsFile;
 use crate::broker::{Broker, retry};
 use crate::learner::bucket;
 use crate::names::{self, RunNames};
@@ -69,41 +69,9 @@ struct Bound {
     policy: Option<((u64, u64), Arc<PolicyModel>, WeightsFile)>,
 }
 
-/// A weights file in the temporary folder, removed when dropped.
-struct WeightsFile(PathBuf);
-
-impl WeightsFile {
-    /// Writes `bytes` to a fresh file.
-    fn write(bytes: &[u8]) -> Result<Self> {
-        let dir = std::env::temp_dir().join(format!(
-            "arlbook-worker-{}-{}",
-            std::process::id(),
-            crate::unique()
-        ));
-        std::fs::create_dir_all(&dir)?;
-        std::fs::write(dir.join("model.bpk"), bytes)?;
-        Ok(Self(dir))
-    }
-
-    fn path(&self) -> PathBuf {
-        self.0.join("model.bpk")
-    }
-}
-
-impl Drop for WeightsFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// Runs a worker until it is killed (or has done `max_jobs`).
 pub fn run(options: WorkerOptions) -> Result<()> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .context("starting the broker client's runtime")?;
-    runtime.block_on(work(options))
+    crate::broker::client_runtime()?.block_on(work(options))
 }
 
 async fn work(options: WorkerOptions) -> Result<()> {
@@ -371,6 +339,13 @@ mod tests {
     use arlbook_train::config::ModelConfig;
     use arlbook_train::learner::grpo::remote::RemoteRollouts;
 
+    fn test_runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+    }
+
     fn scratch(name: &str) -> std::path::PathBuf {
         let dir = std::env::temp_dir().join(format!("arlbook-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
@@ -389,11 +364,7 @@ mod tests {
         };
         let learner = Learner::start(&broker, "token", &TrainConfig::default()).unwrap();
         assert_eq!(learner.incarnation(), 0);
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime.block_on(async {
+        test_runtime().block_on(async {
             let js = jetstream::new(broker.connect("test").await.unwrap());
             let bound = bind(&js, "token").await.unwrap();
             assert_eq!(bound.config, TrainConfig::default());
@@ -429,11 +400,7 @@ mod tests {
         let model = PolicyModel::new(&config.model, arlbook_train::run::trainer::vocab(), &device);
         let mut learner = Learner::start(&broker, "hash", &config).unwrap();
         learner.publish(&model, 0).unwrap();
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime.block_on(async {
+        test_runtime().block_on(async {
             let js = jetstream::new(broker.connect("test").await.unwrap());
             let mut bound = bind(&js, "hash").await.unwrap();
             assert!(policy(&mut bound, 0, 0, &device).await.is_ok());
