@@ -14,8 +14,9 @@
 //! counts every rollout generated for the step.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 
+/// One candidate checkpoint of a selection row (the type `summary.json` uses too).
+pub use arlbook_report::summary::Candidate;
 use serde::{Deserialize, Serialize};
 
 /// The stage a row belongs to.
@@ -64,19 +65,6 @@ impl RowStage {
     pub fn is_rl(self) -> bool {
         matches!(self, Self::Grpo | Self::Rs)
     }
-}
-
-/// One candidate checkpoint of a selection row.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Candidate {
-    /// Its step in its stage.
-    pub step: usize,
-    /// The checkpoint folder.
-    pub checkpoint: PathBuf,
-    /// Validation success at the sampling temperature (a fraction of episodes).
-    pub success: f64,
-    /// Its 95% interval, clustered by problem key.
-    pub ci95: [f64; 2],
 }
 
 /// One metrics row. Build one with [`MetricsRow::new`] and set the fields the stage

@@ -26,6 +26,7 @@ use std::process::Command;
 use std::time::Instant;
 
 use anyhow::{Context, bail};
+use arlbook_report::summary::{Gate, RunSummary, StageCost};
 use serde_json::Value;
 
 use crate::cmd::{cargo, output, run, workspace_root};
@@ -99,7 +100,7 @@ fn read_json(path: &Path) -> anyhow::Result<Value> {
 
 /// Runs `arlbook train` into `out` unless it finished there, resuming a started run;
 /// returns its summary and the seconds this call spent.
-fn train(binary: &Path, out: &Path, fresh: &[&str]) -> anyhow::Result<(Value, f64)> {
+fn train(binary: &Path, out: &Path, fresh: &[&str]) -> anyhow::Result<(RunSummary, f64)> {
     let summary = out.join("summary.json");
     let t0 = Instant::now();
     if !summary.is_file() {
@@ -112,13 +113,18 @@ fn train(binary: &Path, out: &Path, fresh: &[&str]) -> anyhow::Result<(Value, f6
         }
         run(&mut command)?;
     }
-    Ok((read_json(&summary)?, t0.elapsed().as_secs_f64()))
+    let bytes =
+        std::fs::read(&summary).with_context(|| format!("reading {}", summary.display()))?;
+    let parsed =
+        serde_json::from_slice(&bytes).with_context(|| format!("parsing {}", summary.display()))?;
+    Ok((parsed, t0.elapsed().as_secs_f64()))
 }
 
-fn chosen(summary: &Value, arm: &str) -> anyhow::Result<String> {
-    summary["selection"][arm]["chosen"]
-        .as_str()
-        .map(str::to_owned)
+fn chosen(summary: &RunSummary, arm: &str) -> anyhow::Result<String> {
+    summary
+        .selection
+        .of(arm)
+        .map(|selection| selection.chosen.display().to_string())
         .with_context(|| {
             format!("summary.json has no {arm} selection: the experiment's config must set [selection] enabled = true")
         })
@@ -128,8 +134,8 @@ fn chosen(summary: &Value, arm: &str) -> anyhow::Result<String> {
 struct SeedResult {
     seed: u64,
     report: Value,
-    gate: Value,
-    cost: [(String, Value); 3],
+    gate: Option<Gate>,
+    cost: [(String, Option<StageCost>); 3],
 }
 
 fn run_seed(options: &Options, binary: &Path, seed: u64) -> anyhow::Result<SeedResult> {
@@ -166,11 +172,11 @@ fn run_seed(options: &Options, binary: &Path, seed: u64) -> anyhow::Result<SeedR
     Ok(SeedResult {
         seed,
         report: read_json(&test)?,
-        gate: summary["selection"]["gate"].clone(),
+        gate: summary.selection.gate.clone(),
         cost: [
-            ("sft".to_owned(), summary["cost"]["sft"].clone()),
-            ("grpo".to_owned(), summary["cost"]["grpo"].clone()),
-            ("rs".to_owned(), rs_summary["cost"]["rs"].clone()),
+            ("sft".to_owned(), summary.cost.get("sft").cloned()),
+            ("grpo".to_owned(), summary.cost.get("grpo").cloned()),
+            ("rs".to_owned(), rs_summary.cost.get("rs").cloned()),
         ],
     })
 }
@@ -216,15 +222,22 @@ fn gate_table(text: &mut String, results: &[SeedResult]) {
     );
     let _ = writeln!(text, "|---:|---:|---:|---|");
     for r in results {
-        let warns = r.gate["warning"].is_string();
+        let Some(gate) = &r.gate else {
+            let _ = writeln!(text, "| {} | - | - | (no gate recorded) |", r.seed);
+            continue;
+        };
         let _ = writeln!(
             text,
-            "| {} | {} | {} (k = {}) | {} |",
+            "| {} | {:.1} | {:.1} (k = {}) | {} |",
             r.seed,
-            points(&r.gate["pass_at_1"]),
-            points(&r.gate["pass_at_k"]),
-            r.gate["samples"],
-            if warns { "yes: the gate warns" } else { "no" }
+            100.0 * gate.pass_at_1,
+            100.0 * gate.pass_at_k,
+            gate.samples,
+            if gate.warning.is_some() {
+                "yes: the gate warns"
+            } else {
+                "no"
+            }
         );
     }
 }
@@ -238,20 +251,20 @@ fn cost_table(text: &mut String, results: &[SeedResult]) {
     let _ = writeln!(text, "|---:|---|---:|---:|---:|---:|---:|---:|");
     for r in results {
         for (arm, c) in &r.cost {
-            let n = |k: &str| {
-                c[k].as_f64()
-                    .map_or_else(|| "-".to_owned(), |v| format!("{v:.0}"))
+            let Some(c) = c else {
+                let _ = writeln!(text, "| {} | {arm} | - | - | - | - | - | - |", r.seed);
+                continue;
             };
             let _ = writeln!(
                 text,
-                "| {} | {arm} | {} | {} | {} | {} | {} | {} |",
+                "| {} | {arm} | {} | {} | {} | {} | {} | {:.0} |",
                 r.seed,
-                n("steps"),
-                n("training_keys"),
-                n("rollouts_generated"),
-                n("rollouts_used"),
-                n("generated_tokens"),
-                n("step_s")
+                c.steps,
+                c.training_keys,
+                c.rollouts_generated,
+                c.rollouts_used,
+                c.generated_tokens,
+                c.step_s
             );
         }
     }

@@ -24,59 +24,8 @@ pub mod input;
 pub mod lock;
 pub mod runner;
 
-use serde::Serialize;
-
-/// Where a job is in its life.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum JobState {
-    /// Waiting for a free slot.
-    Queued,
-    /// A training process is working on it.
-    Running,
-    /// Its process stopped with the server; it resumes from its last checkpoint.
-    Interrupted,
-    /// Training finished.
-    Succeeded,
-    /// The training process exited with an error.
-    Failed,
-    /// Cancelled by `DELETE /api/jobs/{id}`.
-    Cancelled,
-}
-
-impl JobState {
-    /// Every state, for parsing and documentation.
-    pub const ALL: [Self; 6] = [
-        Self::Queued,
-        Self::Running,
-        Self::Interrupted,
-        Self::Succeeded,
-        Self::Failed,
-        Self::Cancelled,
-    ];
-
-    /// The name stored in the database and shown in JSON.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Queued => "queued",
-            Self::Running => "running",
-            Self::Interrupted => "interrupted",
-            Self::Succeeded => "succeeded",
-            Self::Failed => "failed",
-            Self::Cancelled => "cancelled",
-        }
-    }
-
-    /// The state called `name`.
-    pub fn parse(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|s| s.name() == name)
-    }
-
-    /// Whether the job will never run again.
-    pub fn is_final(self) -> bool {
-        matches!(self, Self::Succeeded | Self::Failed | Self::Cancelled)
-    }
-}
+/// Where a job is in its life (the type the job API's views share with the notebook).
+pub use arlbook_report::job::JobState;
 
 /// Milliseconds since the Unix epoch.
 pub fn now_unix_ms() -> i64 {

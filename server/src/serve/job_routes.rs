@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use arlbook_core::FieldError;
+use arlbook_report::job::{JobDetail, JobList, JobView};
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
@@ -50,31 +51,33 @@ fn parse_id(raw: &str) -> Option<i64> {
     raw.parse::<i64>().ok().filter(|&id| id > 0)
 }
 
-/// The JSON view of a job; `detail` adds the config, the checkpoint and the last
-/// metrics row.
-fn view(runner: &Runner, job: &JobRow, detail: bool) -> Value {
-    let dir = runner.job_dir(job.id);
-    let mut out = json!({
-        "id": job.id,
-        "state": job.state,
-        "preset": job.preset,
-        "created_unix_ms": job.created_unix_ms,
-        "started_unix_ms": job.started_unix_ms,
-        "finished_unix_ms": job.finished_unix_ms,
-        "resumes": job.resumes,
-        "exit_code": job.exit_code,
-        "error": job.error,
-        "pid": job.pid,
-        "dir": dir,
-    });
-    if detail {
-        let config: Value = serde_json::from_str(&job.config_json).unwrap_or(Value::Null);
-        out["config"] = config;
-        out["checkpoint"] = json!(checkpoint::latest(&dir).ok().flatten());
-        out["last_metrics"] =
-            metrics_stream::last_row(&dir.join("metrics.jsonl")).unwrap_or(Value::Null);
+/// A job as the list shows it.
+fn view(runner: &Runner, job: &JobRow) -> JobView {
+    JobView {
+        id: job.id,
+        state: job.state,
+        preset: job.preset.clone(),
+        created_unix_ms: job.created_unix_ms,
+        started_unix_ms: job.started_unix_ms,
+        finished_unix_ms: job.finished_unix_ms,
+        resumes: job.resumes,
+        exit_code: job.exit_code,
+        error: job.error.clone(),
+        pid: job.pid,
+        dir: runner.job_dir(job.id),
     }
-    out
+}
+
+/// A job with its config, its latest checkpoint and its last metrics row.
+fn detail(runner: &Runner, job: &JobRow) -> JobDetail {
+    let view = view(runner, job);
+    let dir = view.dir.clone();
+    JobDetail {
+        job: view,
+        config: serde_json::from_str(&job.config_json).unwrap_or(Value::Null),
+        checkpoint: checkpoint::latest(&dir).ok().flatten(),
+        last_metrics: metrics_stream::last_row(&dir.join("metrics.jsonl")),
+    }
 }
 
 /// `POST /api/jobs`: queue a training job.
@@ -101,7 +104,7 @@ pub async fn submit(State(state): State<JobsState>, body: Bytes) -> Response {
             (
                 StatusCode::CREATED,
                 [(header::LOCATION, location)],
-                Json(view(&state.runner, &job, true)),
+                Json(detail(&state.runner, &job)),
             )
                 .into_response()
         }
@@ -145,8 +148,8 @@ pub async fn presets(State(state): State<JobsState>) -> Response {
 pub async fn list(State(state): State<JobsState>) -> Response {
     match state.runner.list() {
         Ok(jobs) => {
-            let jobs: Vec<Value> = jobs.iter().map(|j| view(&state.runner, j, false)).collect();
-            Json(json!({ "jobs": jobs })).into_response()
+            let jobs = jobs.iter().map(|j| view(&state.runner, j)).collect();
+            Json(JobList { jobs }).into_response()
         }
         Err(err) => internal(&err),
     }
@@ -158,7 +161,7 @@ pub async fn get(State(state): State<JobsState>, Path(raw): Path<String>) -> Res
         return not_found(&raw);
     };
     match state.runner.get(id) {
-        Ok(Some(job)) => Json(view(&state.runner, &job, true)).into_response(),
+        Ok(Some(job)) => Json(detail(&state.runner, &job)).into_response(),
         Ok(None) => not_found(&raw),
         Err(err) => internal(&err),
     }
@@ -171,9 +174,7 @@ pub async fn cancel(State(state): State<JobsState>, Path(raw): Path<String>) -> 
     };
     let runner = Arc::clone(&state.runner);
     match tokio::task::spawn_blocking(move || runner.cancel(id)).await {
-        Ok(Ok(CancelOutcome::Cancelled(job))) => {
-            Json(view(&state.runner, &job, true)).into_response()
-        }
+        Ok(Ok(CancelOutcome::Cancelled(job))) => Json(detail(&state.runner, &job)).into_response(),
         Ok(Ok(CancelOutcome::AlreadyFinal(final_state))) => error_response(
             StatusCode::CONFLICT,
             &FieldError::new(

@@ -36,44 +36,12 @@ impl Preset {
     }
 }
 
-/// One job in the list.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-pub struct Job {
-    /// Its id (positive).
-    pub id: i64,
-    /// `queued`, `running`, `interrupted`, `succeeded`, `failed` or `cancelled`.
-    pub state: String,
-    /// The preset it started from.
-    #[serde(default)]
-    pub preset: Option<String>,
-    /// When it was submitted (Unix milliseconds).
-    #[serde(default)]
-    pub created_unix_ms: Option<i64>,
-    /// Why it failed, if it did.
-    #[serde(default)]
-    pub error: Option<String>,
-}
-
-impl Job {
-    /// Whether the job has stopped for good (nothing left to cancel).
-    pub fn is_final(&self) -> bool {
-        is_final(&self.state)
-    }
-}
-
-/// Whether `state` is one a job never leaves.
-pub fn is_final(state: &str) -> bool {
-    matches!(state, "succeeded" | "failed" | "cancelled")
-}
+/// One job in the list, as the server's job API writes it.
+pub use arlbook_report::job::{JobState, JobView};
 
 #[derive(Deserialize)]
 struct Presets {
     presets: Vec<Preset>,
-}
-
-#[derive(Deserialize)]
-struct Jobs {
-    jobs: Vec<Job>,
 }
 
 /// The body of `GET /api/presets`.
@@ -84,8 +52,8 @@ pub fn parse_presets(body: &str) -> Result<Vec<Preset>, String> {
 }
 
 /// The body of `GET /api/jobs`, newest first.
-pub fn parse_jobs(body: &str) -> Result<Vec<Job>, String> {
-    let mut jobs = serde_json::from_str::<Jobs>(body)
+pub fn parse_jobs(body: &str) -> Result<Vec<JobView>, String> {
+    let mut jobs = serde_json::from_str::<arlbook_report::job::JobList>(body)
         .map(|j| j.jobs)
         .map_err(|e| format!("unexpected jobs answer: {e}"))?;
     jobs.sort_by_key(|j| std::cmp::Reverse(j.id));
@@ -290,12 +258,26 @@ mod tests {
         );
         assert_eq!(presets[0].setting("grpo"), None);
         assert_eq!(presets[0].setting("sft.steps"), None);
-        let jobs = parse_jobs(
-            r#"{"jobs":[{"id":1,"state":"succeeded","preset":"cpu-small","created_unix_ms":5,"dir":"x"},{"id":2,"state":"running","preset":null}]}"#,
-        )
-        .unwrap();
+        let job = |id, state| JobView {
+            id,
+            state,
+            preset: Some("cpu-small".into()),
+            created_unix_ms: 5,
+            started_unix_ms: None,
+            finished_unix_ms: None,
+            resumes: 0,
+            exit_code: None,
+            error: None,
+            pid: None,
+            dir: "x".into(),
+        };
+        let list = arlbook_report::job::JobList {
+            jobs: vec![job(1, JobState::Succeeded), job(2, JobState::Running)],
+        };
+        let jobs = parse_jobs(&serde_json::to_string(&list).unwrap()).unwrap();
         assert_eq!(jobs.iter().map(|j| j.id).collect::<Vec<_>>(), [2, 1]);
-        assert!(!jobs[0].is_final() && jobs[1].is_final());
+        assert!(!jobs[0].state.is_final() && jobs[1].state.is_final());
+        assert!(parse_jobs(r#"{"jobs":[{"id":1,"state":"done"}]}"#).is_err());
         assert_eq!(created_id(r#"{"id":9,"state":"queued"}"#), Some(9));
         assert!(parse_jobs("<html>").is_err());
     }

@@ -7,7 +7,7 @@
 use leptos::prelude::*;
 
 use super::session::Session;
-use crate::chapters::live::jobs::{Job, is_final};
+use crate::chapters::live::jobs::{JobState, JobView};
 
 /// `HH:MM:SS` in the reader's time zone.
 fn local_time(unix_ms: i64) -> String {
@@ -17,23 +17,22 @@ fn local_time(unix_ms: i64) -> String {
 
 /// One job's row.
 #[component]
-fn JobRow(job: Job, session: Session) -> impl IntoView {
+fn JobRow(job: JobView, session: Session) -> impl IntoView {
     let id = job.id;
     let state = move || {
-        session.jobs.with(|jobs| {
-            jobs.iter()
-                .find(|j| j.id == id)
-                .map(|j| j.state.clone())
-                .unwrap_or_default()
-        })
+        session
+            .jobs
+            .with(|jobs| jobs.iter().find(|j| j.id == id).map(|j| j.state))
     };
+    let name = move || state().map(JobState::name).unwrap_or_default();
+    let is_final = move || state().is_some_and(JobState::is_final);
     let watched = move || session.watched.get() == Some(id);
     view! {
         <li id=format!("live-job-{id}") class="live-job" class:watched=watched>
             <span class="live-job-name">{format!("job {id}")}</span>
             <span class="live-job-preset">{job.preset.clone().unwrap_or_else(|| "custom".to_owned())}</span>
-            {job.created_unix_ms.map(|ms| view! { <span class="live-job-time">{local_time(ms)}</span> })}
-            <span class="badge" id=format!("live-job-{id}-state") data-state=state>{state}</span>
+            <span class="live-job-time">{local_time(job.created_unix_ms)}</span>
+            <span class="badge" id=format!("live-job-{id}-state") data-state=name>{name}</span>
             <span class="live-job-buttons">
                 <button
                     type="button"
@@ -46,9 +45,9 @@ fn JobRow(job: Job, session: Session) -> impl IntoView {
                 <button
                     type="button"
                     id=format!("live-job-{id}-cancel")
-                    aria-disabled=move || is_final(&state()).to_string()
+                    aria-disabled=move || is_final().to_string()
                     on:click=move |_| {
-                        if !is_final(&state()) {
+                        if !is_final() {
                             session.cancel(id);
                         }
                     }

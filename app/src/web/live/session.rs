@@ -6,7 +6,7 @@ use leptos::task::spawn_local;
 
 use super::http;
 use super::stream::{MetricsStream, StreamEvent};
-use crate::chapters::live::jobs::{self, Job};
+use crate::chapters::live::jobs::{self, JobView};
 use crate::chapters::live::metrics::{Row, Run};
 use crate::web::browser;
 
@@ -38,7 +38,7 @@ pub struct Session {
     /// The rows of the watched job.
     pub run: RwSignal<Run>,
     /// The jobs, newest first.
-    pub jobs: RwSignal<Vec<Job>>,
+    pub jobs: RwSignal<Vec<JobView>>,
     /// An error of the job list or of a cancellation.
     pub jobs_error: RwSignal<Option<String>>,
     /// The watched job.

@@ -17,7 +17,6 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use arlbook_core::metrics::{MetricsRow, RowStage};
-use serde::Serialize;
 
 /// Where a run is: the stage and the number of steps that stage has completed.
 #[derive(
@@ -28,6 +27,15 @@ pub struct Position {
     pub stage: u8,
     /// Steps completed in that stage.
     pub step: usize,
+}
+
+impl From<Position> for arlbook_report::summary::Position {
+    fn from(p: Position) -> Self {
+        Self {
+            stage: p.stage,
+            step: p.step,
+        }
+    }
 }
 
 impl Position {
@@ -147,27 +155,10 @@ fn truncate_after(path: &Path, position: Position) -> Result<()> {
     fs::rename(&temporary, path).with_context(|| format!("replacing {}", path.display()))
 }
 
-/// What one training stage of a run cost, summed over its metrics rows (validation
-/// and selection not included).
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct StageCost {
-    /// Optimizer steps (rows) of the stage.
-    pub steps: usize,
-    /// Distinct training problem keys: SFT's demonstration keys, an RL stage's keys
-    /// sampled over all its steps.
-    pub training_keys: usize,
-    /// Rollouts generated, discarded groups included.
-    pub rollouts_generated: usize,
-    /// Rollouts trained on after filtering.
-    pub rollouts_used: usize,
-    /// Tokens the policy generated.
-    pub generated_tokens: usize,
-    /// Seconds its steps took.
-    pub step_s: f64,
-}
+pub use arlbook_report::summary::StageCost;
 
 /// What each training stage of a run cost, from its metrics rows, by stage name.
-pub fn cost(path: &Path) -> Result<BTreeMap<&'static str, StageCost>> {
+pub fn cost(path: &Path) -> Result<BTreeMap<String, StageCost>> {
     /// A stage's totals, its SFT demonstration keys and its sampled task keys.
     type Running = (StageCost, Option<usize>, BTreeSet<String>);
     let mut stages = BTreeMap::<&'static str, Running>::new();
@@ -190,7 +181,7 @@ pub fn cost(path: &Path) -> Result<BTreeMap<&'static str, StageCost>> {
         .into_iter()
         .map(|(stage, (mut totals, demonstration_keys, keys))| {
             totals.training_keys = demonstration_keys.unwrap_or(keys.len());
-            (stage, totals)
+            (stage.to_owned(), totals)
         })
         .collect())
 }

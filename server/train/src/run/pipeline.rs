@@ -4,7 +4,6 @@
 //! `summary.json` with the choices and each stage's cost.
 
 use anyhow::{Result, bail};
-use serde_json::json;
 
 use crate::config::{RlArm, TrainConfig};
 use crate::learner::optimizer::adamw;
@@ -82,13 +81,13 @@ impl Trainer {
             }
         }
         self.progress.finish();
-        let summary = json!({
-            "stage": "done",
-            "position": self.position,
-            "out": self.out,
-            "selection": crate::run::selection::recorded(&self.out)?,
-            "cost": crate::run::metrics::cost(&self.out.join("metrics.jsonl"))?,
-        });
+        let summary = arlbook_report::summary::RunSummary {
+            stage: "done".to_owned(),
+            position: self.position.into(),
+            out: self.out.clone(),
+            selection: crate::run::selection::recorded(&self.out)?,
+            cost: crate::run::metrics::cost(&self.out.join("metrics.jsonl"))?,
+        };
         std::fs::write(
             self.out.join("summary.json"),
             serde_json::to_vec_pretty(&summary)?,

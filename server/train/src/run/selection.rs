@@ -11,14 +11,12 @@
 //! metrics and `summary.json`), not hidden. Every choice is written to
 //! `selection.json` in the run folder, which `summary.json` includes.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{Context, Result, bail};
 use arlbook_core::agent::Split;
 pub use arlbook_core::metrics::Candidate;
 use arlbook_core::metrics::{MetricsRow, RowStage};
-use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
 
 use crate::config::TrainConfig;
 use crate::measure::eval::{self, EvalPlan};
@@ -31,43 +29,7 @@ pub const SELECTION_FILE: &str = "selection.json";
 /// Seed of the validation episodes of every selection (the same for all candidates).
 const SELECTION_SEED: u64 = 0x5E1E_C700;
 
-/// The choice among one stage's checkpoints.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Selection {
-    /// The stage (`sft`, `grpo`, `rs`).
-    pub arm: String,
-    /// Validation tasks x samples per candidate.
-    pub tasks: usize,
-    /// Samples per task.
-    pub samples: usize,
-    /// Temperature.
-    pub temperature: f64,
-    /// Every candidate, by step.
-    pub candidates: Vec<Candidate>,
-    /// The chosen step.
-    pub chosen_step: usize,
-    /// The chosen checkpoint.
-    pub chosen: PathBuf,
-}
-
-/// The gate at the chosen SFT checkpoint.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Gate {
-    /// The checkpoint.
-    pub checkpoint: PathBuf,
-    /// Validation tasks.
-    pub tasks: usize,
-    /// Samples per task (`k`).
-    pub samples: usize,
-    /// pass@1.
-    pub pass_at_1: f64,
-    /// pass@k.
-    pub pass_at_k: f64,
-    /// `pass@k - pass@1`.
-    pub gap: f64,
-    /// Set when the gap is below `selection.min_gap`.
-    pub warning: Option<String>,
-}
+pub use arlbook_report::summary::{Gate, Selection, Selections};
 
 fn validation_plan(config: &TrainConfig, tasks: usize, samples: usize, ks: Vec<usize>) -> EvalPlan {
     EvalPlan {
@@ -141,7 +103,13 @@ pub fn choose(trainer: &mut Trainer, stage: u8, steps: &[usize], last: usize) ->
         best.step,
         best.checkpoint.display()
     ));
-    record(&trainer.out, &arm, &selection)?;
+    record(&trainer.out, |all| {
+        if all.set(selection.clone()) {
+            Ok(())
+        } else {
+            bail!("selection: no arm called {}", selection.arm)
+        }
+    })?;
     Ok(selection)
 }
 
@@ -192,28 +160,29 @@ pub fn gate(trainer: &mut Trainer, folder: &Path) -> Result<Gate> {
     if let Some(warning) = &gate.warning {
         trainer.progress.note(warning);
     }
-    record(&trainer.out, "gate", &gate)?;
+    record(&trainer.out, |all| {
+        all.gate = Some(gate.clone());
+        Ok(())
+    })?;
     Ok(gate)
 }
 
-/// The choices recorded so far in `out` (an empty object when none).
-pub fn recorded(out: &Path) -> Result<Value> {
+/// The choices recorded so far in `out` (none made: all empty).
+pub fn recorded(out: &Path) -> Result<Selections> {
     let path = out.join(SELECTION_FILE);
     match std::fs::read(&path) {
         Ok(bytes) => {
             serde_json::from_slice(&bytes).with_context(|| format!("parsing {}", path.display()))
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(json!({})),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Selections::default()),
         Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
     }
 }
 
-/// Sets `name` in `selection.json` (written to a temporary file, then renamed).
-fn record(out: &Path, name: &str, value: &impl Serialize) -> Result<()> {
+/// Changes `selection.json` by `change` (written to a temporary file, then renamed).
+fn record(out: &Path, change: impl FnOnce(&mut Selections) -> Result<()>) -> Result<()> {
     let mut all = recorded(out)?;
-    if let Some(object) = all.as_object_mut() {
-        object.insert(name.to_owned(), serde_json::to_value(value)?);
-    }
+    change(&mut all)?;
     let path = out.join(SELECTION_FILE);
     let tmp = out.join(format!(".{SELECTION_FILE}.tmp"));
     std::fs::write(&tmp, serde_json::to_vec_pretty(&all)?)?;
