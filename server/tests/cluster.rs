@@ -3,7 +3,8 @@
 //! (`arlbook worker`) write the metrics rows an in-process run writes (tokens and
 //! counts exactly, losses to rounding), with one or two workers, a worker killed with
 //! SIGKILL in the middle of a job, the learner killed and resumed, the broker
-//! restarted during the run, and a worker that joins late.
+//! restarted during the run, a worker that joins late, and all three faults at
+//! moments drawn at random (the seed is printed; `ARLBOOK_CHAOS_SEED` replays one).
 
 #![allow(clippy::unwrap_used, reason = "test helpers outside #[test] functions")]
 
@@ -366,4 +367,90 @@ fn a_worker_that_joins_late_trains_on_the_current_weights() {
         "the late worker took no job: {}",
         read_log(&dir, "late")
     );
+}
+
+/// A uniform draw in `[0, 1)` from a splitmix64 state.
+fn uniform(state: &mut u64) -> f64 {
+    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^= z >> 31;
+    (z >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// Sleeps until `at` seconds after `start`.
+fn sleep_until(start: Instant, at: f64) {
+    let target = start + Duration::from_secs_f64(at);
+    if let Some(left) = target.checked_duration_since(Instant::now()) {
+        std::thread::sleep(left);
+    }
+}
+
+#[test]
+fn a_worker_the_learner_and_the_broker_killed_at_random_moments_lose_nothing() {
+    let seed = std::env::var("ARLBOOK_CHAOS_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(1, |d| d.as_nanos() as u64)
+        });
+    let dir = scratch("chaos");
+    let expected = in_process(&dir);
+    let mut nats = NatsServer::start(&dir.join("js"));
+    let url = nats.url();
+    // An undisturbed cluster run first: its length is the span the moments are drawn
+    // from, so that each lands somewhere inside the run (in SFT, a checkpoint, a
+    // publication of weights, a round of jobs).
+    let calm = (
+        worker(&dir, "calm-a", &url, 50),
+        worker(&dir, "calm-b", &url, 50),
+    );
+    let started = Instant::now();
+    finish(learner(&dir, "calm", &url, false), &dir, "calm");
+    let seconds = started.elapsed().as_secs_f64();
+    drop(calm);
+    assert_same_rows(&expected, &rows(&dir.join("calm")));
+    let mut state = seed;
+    let kill_worker_at = seconds * (0.05 + 0.55 * uniform(&mut state));
+    let kill_learner_at = kill_worker_at + seconds * (0.05 + 0.45 * uniform(&mut state));
+    let restart_broker_at = seconds * 0.8 * uniform(&mut state);
+    eprintln!(
+        "chaos seed {seed} (ARLBOOK_CHAOS_SEED={seed} replays it): a worker killed at \
+         {kill_worker_at:.2} s, the learner at {kill_learner_at:.2} s, the broker restarted \
+         {restart_broker_at:.2} s into the resumed run (an undisturbed run took {seconds:.2} s)"
+    );
+    let out = dir.join("run");
+    let mut a = worker(&dir, "a", &url, 50);
+    let b = worker(&dir, "b", &url, 50);
+    let start = Instant::now();
+    let mut first = learner(&dir, "run", &url, false);
+    sleep_until(start, kill_worker_at);
+    a.kill();
+    let c = worker(&dir, "c", &url, 50);
+    sleep_until(start, kill_learner_at);
+    let killed = first.try_wait().unwrap().is_none();
+    let _ = first.kill();
+    let _ = first.wait();
+    let rows_at_kill = rows(&out).len();
+    // A learner killed before its first checkpoint starts over; any other resumes.
+    let resume = out.join("checkpoints").join("latest").is_file();
+    let second = learner(&dir, "run", &url, resume);
+    let resumed = Instant::now();
+    sleep_until(resumed, restart_broker_at);
+    nats.restart(Duration::from_millis(500));
+    finish(second, &dir, "run");
+    drop((b, c));
+    let got = rows(&out);
+    eprintln!(
+        "chaos seed {seed}: the learner was {} with {rows_at_kill} rows written; {} \
+         redeliveries, {} duplicates, {} stale dropped",
+        if killed { "killed" } else { "already done" },
+        sum(&got, "redeliveries"),
+        sum(&got, "duplicate_results"),
+        sum(&got, "stale_dropped")
+    );
+    assert_same_rows(&expected, &got);
 }

@@ -28,7 +28,19 @@ pub struct NatsServer {
     port: u16,
     store: PathBuf,
     log: PathBuf,
-    token: Option<String>,
+    auth: Auth,
+}
+
+/// What the server asks of its clients.
+#[derive(Debug, Clone)]
+enum Auth {
+    /// Nothing.
+    Open,
+    /// This token (`--auth`).
+    Token(String),
+    /// A signature by the nkey whose public key (`U...`) this is, given to the server in
+    /// a configuration file beside the storage.
+    Nkey(String),
 }
 
 /// A free loopback port (bound and released; the server takes it right after).
@@ -46,7 +58,7 @@ impl NatsServer {
     /// When `nats-server` is missing (install it: `apt-get install nats-server`, which
     /// `cargo xtask test` does) or does not start listening within 10 s.
     pub fn start(store: &Path) -> Self {
-        Self::launched(store, None)
+        Self::launched(store, Auth::Open)
     }
 
     /// As [`NatsServer::start`], with clients required to present `token`.
@@ -54,16 +66,25 @@ impl NatsServer {
     /// # Panics
     /// As [`NatsServer::start`].
     pub fn start_with_token(store: &Path, token: &str) -> Self {
-        Self::launched(store, Some(token.to_owned()))
+        Self::launched(store, Auth::Token(token.to_owned()))
     }
 
-    fn launched(store: &Path, token: Option<String>) -> Self {
+    /// As [`NatsServer::start`], with clients required to sign with the nkey whose
+    /// public key is `public_key` (a user key, `U...`).
+    ///
+    /// # Panics
+    /// As [`NatsServer::start`].
+    pub fn start_with_nkey(store: &Path, public_key: &str) -> Self {
+        Self::launched(store, Auth::Nkey(public_key.to_owned()))
+    }
+
+    fn launched(store: &Path, auth: Auth) -> Self {
         let mut server = Self {
             child: None,
             port: free_port(),
             store: store.to_owned(),
             log: store.with_extension("log"),
-            token,
+            auth,
         };
         server.launch();
         server
@@ -89,8 +110,20 @@ impl NatsServer {
                 "-sd",
             ])
             .arg(&self.store);
-        if let Some(token) = &self.token {
-            command.args(["--auth", token]);
+        match &self.auth {
+            Auth::Open => {}
+            Auth::Token(token) => {
+                command.args(["--auth", token]);
+            }
+            Auth::Nkey(public_key) => {
+                let conf = self.store.with_extension("conf");
+                std::fs::write(
+                    &conf,
+                    format!("authorization {{ users = [ {{ nkey: \"{public_key}\" }} ] }}\n"),
+                )
+                .expect("writing the nats-server configuration");
+                command.arg("-c").arg(conf);
+            }
         }
         let child = command
             .stdin(Stdio::null())

@@ -250,13 +250,24 @@ impl Learner {
             .and_then(|g| slots.get_mut(g));
         match slot {
             Some(slot) if slot.is_none() => {
-                if result.delivered > 1 {
+                let (worker, delivered, seconds) =
+                    (result.worker.clone(), result.delivered, result.seconds);
+                let rollouts = match result.into_rollouts() {
+                    Ok(rollouts) => rollouts,
+                    Err(e) => {
+                        // Left empty: the job is published again after
+                        // `cluster.resend_after_s`.
+                        eprintln!("learner: a result from worker {worker} is refused: {e:#}");
+                        return false;
+                    }
+                };
+                if delivered > 1 {
                     self.stats.redeliveries += 1;
                 }
-                let work = self.work.entry(result.worker.clone()).or_default();
-                work.0 += result.rollouts.len();
-                work.1 += result.seconds;
-                *slot = Some(result.into_rollouts());
+                let work = self.work.entry(worker).or_default();
+                work.0 += rollouts.len();
+                work.1 += seconds;
+                *slot = Some(rollouts);
                 true
             }
             _ => {

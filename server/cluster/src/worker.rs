@@ -2,11 +2,16 @@
 //!
 //! A worker follows the run named under `current` in the bucket `arlbook_runs`, reads
 //! its config from the run's bucket and takes rollout jobs one at a time from the
-//! shared `workers` consumer. For each job it:
+//! shared `workers` consumer. It watches three keys (key/value watches, so a change
+//! reaches it as it happens, with no reads per job): the run to follow, and in the
+//! run's bucket the learner's incarnation (`learner`) and the newest policy version's
+//! record (`current`), whose weights it fetches as soon as they are announced, before
+//! the jobs that need them arrive. For each job it:
 //! 1. drops (acknowledges without running) a job of an earlier learner incarnation;
-//! 2. makes sure it holds the job's policy version: reads the [`VersionRecord`],
-//!    fetches the object, and refuses weights whose SHA-256 differs from the record
-//!    (the job goes back to the queue, the weights are not used);
+//! 2. makes sure it holds the job's policy version: takes the [`VersionRecord`] (the
+//!    announced one, or for an older version the bucket's), fetches the object, and
+//!    refuses weights whose SHA-256 differs from the record (the job goes back to the
+//!    queue, the weights are not used);
 //! 3. runs the group's episodes with [`roll_out`], sending progress acknowledgements
 //!    every third of `cluster.ack_wait_s` so that a long job is not redelivered while
 //!    it runs;
@@ -26,11 +31,11 @@ use arlbook_train::policy::generate::roll_out;
 use arlbook_train::policy::model::PolicyModel;
 use arlbook_train::policy::rollout::EpisodeSpec;
 use arlbook_train::policy::sampling::{policy_info, sampler};
-use arlbook_train::run::checkpoint::StoredRollout;
 use async_nats::jetstream::{self, AckKind, consumer, kv, object_store};
 use burn::prelude::*;
 use futures_util::StreamExt;
 use tokio::io::AsyncReadExt;
+use tokio::sync::watch;
 
 use crate::WeightsFile;
 use crate::broker::{Broker, retry};
@@ -54,6 +59,58 @@ pub struct WorkerOptions {
     pub hold_result_ms: u64,
 }
 
+/// One key of a key/value bucket as a watch last saw it (`None`: absent or deleted).
+struct Following {
+    latest: watch::Receiver<Option<bytes::Bytes>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Following {
+    /// Starts watching `key` of `store`, its current value first.
+    fn start(store: &kv::Store, key: &'static str) -> Self {
+        let (send, latest) = watch::channel(None);
+        let store = store.clone();
+        let task = tokio::spawn(async move {
+            let Ok(mut entries) = store.watch_with_history(key).await else {
+                return;
+            };
+            loop {
+                tokio::select! {
+                    entry = entries.next() => match entry {
+                        Some(Ok(entry)) => {
+                            let value = (entry.operation == kv::Operation::Put)
+                                .then_some(entry.value);
+                            send.send_replace(value);
+                        }
+                        // Ended, or broken (the broker restarted under it): the
+                        // caller sees `ended` and watches again.
+                        Some(Err(_)) | None => return,
+                    },
+                    () = send.closed() => return,
+                }
+            }
+        });
+        Self { latest, task }
+    }
+
+    /// The value last seen.
+    fn latest(&self) -> Option<bytes::Bytes> {
+        self.latest.borrow().clone()
+    }
+
+    /// Whether the watch has ended (the bucket went away, or the connection for
+    /// good): the caller watches again.
+    fn ended(&self) -> bool {
+        self.latest.has_changed().is_err()
+    }
+}
+
+impl Drop for Following {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
 /// The run a worker is bound to.
 struct Bound {
     names: RunNames,
@@ -63,10 +120,29 @@ struct Bound {
     jobs: consumer::PullConsumer,
     /// For publishing results.
     js: jetstream::Context,
+    /// The run's `learner` key: the incarnation of its current learner.
+    learner: Following,
+    /// The run's `current` key: the newest policy version's record.
+    current: Following,
     /// The policy it holds: (incarnation, version), the model, and the file its
     /// weights are read from (burn reads a record's tensors when first used, so the
     /// file stays until the next version replaces it).
     policy: Option<((u64, u64), Arc<PolicyModel>, WeightsFile)>,
+    /// The announced version whose weights it failed to take (not fetched again).
+    refused: Option<(u64, u64)>,
+}
+
+impl Bound {
+    /// The incarnation of the run's current learner, as last announced.
+    fn learner_incarnation(&self) -> Option<u64> {
+        let bytes = self.learner.latest()?;
+        std::str::from_utf8(&bytes).ok()?.trim().parse().ok()
+    }
+
+    /// The newest version's record, as last announced.
+    fn announced(&self) -> Option<VersionRecord> {
+        serde_json::from_slice(&self.current.latest()?).ok()
+    }
 }
 
 /// Runs a worker until it is killed (or has done `max_jobs`).
@@ -81,22 +157,29 @@ async fn work(options: WorkerOptions) -> Result<()> {
         .await?;
     let js = jetstream::new(client);
     let runs = retry("opening the run list", || bucket(&js, names::RUNS_BUCKET)).await;
+    let mut following = Following::start(&runs, names::CURRENT_RUN);
     let mut bound: Option<Bound> = None;
     let mut done = 0;
     let mut waiting_reported = false;
     while options.max_jobs.is_none_or(|most| done < most) {
-        let current = match runs.get(names::CURRENT_RUN).await {
-            Ok(Some(run)) => String::from_utf8_lossy(&run).into_owned(),
-            Ok(None) | Err(_) => {
-                if !waiting_reported {
-                    eprintln!("worker {}: waiting for a run", options.id);
-                    waiting_reported = true;
-                }
-                tokio::time::sleep(Duration::from_millis(500)).await;
-                continue;
+        if following.ended() {
+            following = Following::start(&runs, names::CURRENT_RUN);
+        }
+        let Some(current) = following
+            .latest()
+            .map(|run| String::from_utf8_lossy(&run).into_owned())
+        else {
+            if !waiting_reported {
+                eprintln!("worker {}: waiting for a run", options.id);
+                waiting_reported = true;
             }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            continue;
         };
-        if bound.as_ref().is_none_or(|b| b.names.run != current) {
+        if bound
+            .as_ref()
+            .is_none_or(|b| b.names.run != current || b.learner.ended() || b.current.ended())
+        {
             match bind(&js, &current).await {
                 Ok(b) => {
                     eprintln!("worker {}: following run {current}", options.id);
@@ -110,6 +193,7 @@ async fn work(options: WorkerOptions) -> Result<()> {
             }
         }
         let Some(b) = bound.as_mut() else { continue };
+        prefetch(&options, b).await;
         let fetched = async {
             let batch = b
                 .jobs
@@ -153,6 +237,8 @@ async fn bind(js: &jetstream::Context, run: &str) -> Result<Bound> {
         .await
         .map_err(|e| anyhow!("the workers' consumer: {e}"))?;
     Ok(Bound {
+        learner: Following::start(&kv, "learner"),
+        current: Following::start(&kv, "current"),
         names,
         config,
         kv,
@@ -160,7 +246,24 @@ async fn bind(js: &jetstream::Context, run: &str) -> Result<Bound> {
         jobs,
         js: js.clone(),
         policy: None,
+        refused: None,
     })
+}
+
+/// Takes the announced version's weights if the worker does not hold them yet, so
+/// that its first job of a new version does not wait for them.
+async fn prefetch(options: &WorkerOptions, b: &mut Bound) {
+    let Some(record) = b.announced() else { return };
+    let key = (record.incarnation, record.version);
+    let held = b.policy.as_ref().map(|(held, _, _)| *held);
+    let of_this_learner = b.learner_incarnation() == Some(record.incarnation);
+    if held == Some(key) || b.refused == Some(key) || !of_this_learner {
+        return;
+    }
+    if let Err(e) = policy(b, record.incarnation, record.version, &options.device).await {
+        eprintln!("worker {}: {e:#}", options.id);
+        b.refused = Some(key);
+    }
 }
 
 /// Handles one delivered job; returns whether it ran it.
@@ -181,7 +284,7 @@ async fn handle(
             return Ok(false);
         }
     };
-    let learner = current_incarnation(&b.kv).await;
+    let learner = b.learner_incarnation();
     if job.run != b.names.run || learner.is_some_and(|now| job.incarnation < now) {
         // A job of a learner that has since restarted: drained.
         let _ = message.ack().await;
@@ -244,17 +347,13 @@ async fn handle(
         );
         tokio::time::sleep(Duration::from_millis(options.hold_result_ms)).await;
     }
-    let result = JobResult {
-        incarnation: job.incarnation,
-        batch: job.batch,
-        round: job.round,
-        group: job.group,
-        version: job.version,
-        worker: options.id.clone(),
+    let result = JobResult::new(
+        &job,
+        &options.id,
         delivered,
-        seconds: started.elapsed().as_secs_f64(),
-        rollouts: rollouts.iter().map(StoredRollout::from).collect(),
-    };
+        started.elapsed().as_secs_f64(),
+        &rollouts,
+    );
     let payload = bytes::Bytes::from(wire::encode(&result)?);
     let subject = b.names.results_subject();
     retry("publishing a result", || {
@@ -286,12 +385,6 @@ fn job_name(job: &Job) -> String {
     )
 }
 
-/// The incarnation of the run's current learner.
-async fn current_incarnation(kv: &kv::Store) -> Option<u64> {
-    let bytes = kv.get("learner").await.ok()??;
-    std::str::from_utf8(&bytes).ok()?.trim().parse().ok()
-}
-
 /// The model of version `version` of incarnation `incarnation`: the one held, or
 /// fetched, checked against its record's hash, and loaded.
 async fn policy(
@@ -305,12 +398,20 @@ async fn policy(
     {
         return Ok(Arc::clone(model));
     }
-    let key = names::version_key(incarnation, version);
-    let record =
-        b.kv.get(key.as_str())
-            .await?
-            .ok_or_else(|| anyhow!("no record of policy version {version} yet"))?;
-    let record: VersionRecord = serde_json::from_slice(&record)?;
+    let announced = b
+        .announced()
+        .filter(|r| (r.incarnation, r.version) == (incarnation, version));
+    let record = match announced {
+        Some(record) => record,
+        None => {
+            let key = names::version_key(incarnation, version);
+            let record =
+                b.kv.get(key.as_str())
+                    .await?
+                    .ok_or_else(|| anyhow!("no record of policy version {version} yet"))?;
+            serde_json::from_slice::<VersionRecord>(&record)?
+        }
+    };
     let mut object = b.weights.get(record.object.as_str()).await?;
     let mut bytes = Vec::with_capacity(record.bytes as usize);
     object.read_to_end(&mut bytes).await?;
@@ -353,29 +454,65 @@ mod tests {
         dir
     }
 
+    /// A learner and a worker reach the run on a broker that wants credentials
+    /// (`with`), and a client without them (`without`) is served nothing.
+    fn served_only_with_credentials(run: &str, with: &Broker, without: &Broker) {
+        let learner = Learner::start(with, run, &TrainConfig::default()).unwrap();
+        assert_eq!(learner.incarnation(), 0);
+        test_runtime().block_on(async {
+            let js = jetstream::new(with.connect("test").await.unwrap());
+            let bound = bind(&js, run).await.unwrap();
+            assert_eq!(bound.config, TrainConfig::default());
+            let js = jetstream::new(without.connect("intruder").await.unwrap());
+            let refused = tokio::time::timeout(Duration::from_secs(3), bind(&js, run)).await;
+            assert!(!matches!(refused, Ok(Ok(_))), "served without credentials");
+        });
+    }
+
     #[test]
     fn a_broker_that_wants_a_token_serves_a_learner_and_a_worker_that_have_it() {
         let dir = scratch("token");
         let nats = NatsServer::start_with_token(&dir.join("js"), "s3cret-token");
-        let broker = Broker {
+        let with = Broker {
             url: nats.url(),
             token: Some("s3cret-token".into()),
             nkey_file: None,
         };
-        let learner = Learner::start(&broker, "token", &TrainConfig::default()).unwrap();
-        assert_eq!(learner.incarnation(), 0);
+        let without = Broker {
+            token: None,
+            ..with.clone()
+        };
+        served_only_with_credentials("token", &with, &without);
+    }
+
+    #[test]
+    fn a_broker_that_wants_an_nkey_serves_a_learner_and_a_worker_that_sign_with_it() {
+        let dir = scratch("nkey");
+        let user = nkeys::KeyPair::new_user();
+        let nats = NatsServer::start_with_nkey(&dir.join("js"), &user.public_key());
+        let seed_file = dir.join("user.nk");
+        std::fs::write(&seed_file, format!("{}\n", user.seed().unwrap())).unwrap();
+        let with = Broker {
+            url: nats.url(),
+            token: None,
+            nkey_file: Some(seed_file),
+        };
+        // Another user's key is refused as no key is.
+        let stranger = dir.join("stranger.nk");
+        std::fs::write(&stranger, nkeys::KeyPair::new_user().seed().unwrap()).unwrap();
+        let other = Broker {
+            nkey_file: Some(stranger),
+            ..with.clone()
+        };
+        served_only_with_credentials("nkey", &with, &other);
+        let none = Broker {
+            nkey_file: None,
+            ..with.clone()
+        };
         test_runtime().block_on(async {
-            let js = jetstream::new(broker.connect("test").await.unwrap());
-            let bound = bind(&js, "token").await.unwrap();
-            assert_eq!(bound.config, TrainConfig::default());
-            // Without the token nothing is served.
-            let without = Broker {
-                token: None,
-                ..broker.clone()
-            };
-            let js = jetstream::new(without.connect("intruder").await.unwrap());
-            let refused = tokio::time::timeout(Duration::from_secs(3), bind(&js, "token")).await;
-            assert!(!matches!(refused, Ok(Ok(_))), "served without the token");
+            let js = jetstream::new(none.connect("intruder").await.unwrap());
+            let refused = tokio::time::timeout(Duration::from_secs(3), bind(&js, "nkey")).await;
+            assert!(!matches!(refused, Ok(Ok(_))), "served without a key");
         });
     }
 
