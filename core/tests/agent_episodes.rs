@@ -362,52 +362,59 @@ fn the_default_context_holds_the_longest_teacher_episode_with_two_retries() {
     assert!(1100 < default.max_context_tokens);
 }
 
-/// With the harness levers on (`replace_tool`, `name_check`), the teacher repairs
-/// every task of every split within the small run's budgets (8 turns, 640 tokens, 40
-/// per action), its one-line repairs are `replace` calls, and none of its edits is
-/// refused. Prints how many action tokens its `replace` calls take against whole-line
-/// `write_code` calls on the same tasks.
-#[test]
-fn with_the_levers_the_teacher_repairs_every_task_within_the_small_budgets() {
-    let small = HarnessConfig {
+/// The small run's budgets (8 turns, 640 tokens, 40 per action).
+fn small_budgets() -> HarnessConfig {
+    HarnessConfig {
         max_turns: 8,
         max_context_tokens: 640,
         max_new_tokens: 40,
         ..HarnessConfig::default()
-    };
-    let levers = HarnessConfig {
-        replace_tool: true,
-        name_check: true,
-        ..small.clone()
-    };
-    let edit_tokens = |record: &EpisodeRecord| -> usize {
-        record
-            .calls
-            .iter()
-            .filter(|c| {
-                matches!(
-                    c.call,
-                    Some(ToolCall::WriteCode { .. } | ToolCall::ReplaceText { .. })
+    }
+}
+
+/// Action tokens of an episode's edit calls, whatever tool made them.
+fn edit_tokens(record: &EpisodeRecord) -> usize {
+    record
+        .calls
+        .iter()
+        .filter(|c| {
+            matches!(
+                c.call,
+                Some(
+                    ToolCall::WriteCode { .. }
+                        | ToolCall::ReplaceText { .. }
+                        | ToolCall::EditText { .. }
                 )
-            })
-            .map(|c| c.generated_ids.len())
-            .sum()
-    };
-    let (mut replaces, mut tokens_with, mut tokens_without) = (0, 0, 0);
+            )
+        })
+        .map(|c| c.generated_ids.len())
+        .sum()
+}
+
+/// Runs the teacher under `levers` on 300 tasks of every split within the small
+/// budgets: every task is repaired and no edit is refused. Returns how many calls
+/// `is_lever_call` counts, and the edit action tokens with the levers and with
+/// whole-line `write_code` calls on the same tasks.
+fn teacher_with_levers(
+    levers: &HarnessConfig,
+    is_lever_call: impl Fn(&ToolCall) -> bool,
+) -> (usize, usize, usize) {
+    let small = small_budgets();
+    let (mut lever_calls, mut tokens_with, mut tokens_without) = (0, 0, 0);
     for split in Split::ALL {
         for seed in 0..300 {
             let task = generate_task(split, seed);
             let record = run_episode(
                 &task,
-                &mut Teacher::for_harness(&task, &levers),
-                &levers,
+                &mut Teacher::for_harness(&task, levers),
+                levers,
                 EpisodeIds::default(),
                 seed,
             );
             assert_eq!(record.reward, 1.0, "{}", task.id);
             for call in &record.calls {
                 assert!(!call.observation_text.starts_with("error"), "{}", task.id);
-                replaces += usize::from(matches!(call.call, Some(ToolCall::ReplaceText { .. })));
+                lever_calls += usize::from(call.call.as_ref().is_some_and(&is_lever_call));
             }
             let plain = teacher_episode(split, seed, &small);
             assert_eq!(plain.reward, 1.0, "{}", task.id);
@@ -415,10 +422,46 @@ fn with_the_levers_the_teacher_repairs_every_task_within_the_small_budgets() {
             tokens_without += edit_tokens(&plain);
         }
     }
+    (lever_calls, tokens_with, tokens_without)
+}
+
+/// With the harness levers on (`replace_tool`, `name_check`), the teacher repairs
+/// every task of every split within the small run's budgets, its one-line repairs are
+/// `replace` calls, and none of its edits is refused. Prints how many action tokens
+/// its `replace` calls take against whole-line `write_code` calls on the same tasks.
+#[test]
+fn with_the_levers_the_teacher_repairs_every_task_within_the_small_budgets() {
+    let levers = HarnessConfig {
+        replace_tool: true,
+        name_check: true,
+        ..small_budgets()
+    };
+    let (replaces, tokens_with, tokens_without) =
+        teacher_with_levers(&levers, |call| matches!(call, ToolCall::ReplaceText { .. }));
     println!(
         "{replaces} replace calls; edit action tokens {tokens_with} with the tool, \
          {tokens_without} with whole lines"
     );
     assert!(replaces > 0);
     assert!(tokens_with < tokens_without);
+}
+
+/// With the `edit` tool (addressed by a text unique in the file), the teacher repairs
+/// every task within the small budgets, nearly all its one-line repairs are `edit`
+/// calls with no line number, and none is refused. Prints the counts.
+#[test]
+fn with_the_edit_tool_the_teacher_repairs_every_task_within_the_small_budgets() {
+    let levers = HarnessConfig {
+        edit_tool: true,
+        ..small_budgets()
+    };
+    let (edits, tokens_with, tokens_without) =
+        teacher_with_levers(&levers, |call| matches!(call, ToolCall::EditText { .. }));
+    let (writes, _, _) =
+        teacher_with_levers(&levers, |call| matches!(call, ToolCall::WriteCode { .. }));
+    println!(
+        "{edits} edit calls, {writes} write_code calls; edit action tokens \
+         {tokens_with} with the tool, {tokens_without} with whole lines"
+    );
+    assert!(edits > 10 * writes, "{edits} edits, {writes} writes");
 }

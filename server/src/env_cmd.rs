@@ -84,6 +84,10 @@ struct HarnessArgs {
     /// a line with the smallest replacement).
     #[arg(long)]
     replace_tool: bool,
+    /// Give the agent the `edit("old", "new")` tool, addressed by a text unique in the
+    /// file (the teacher then repairs a line with the smallest such edit).
+    #[arg(long)]
+    edit_tool: bool,
     /// Refuse edits that name a variable the starting listing does not contain.
     #[arg(long)]
     name_check: bool,
@@ -99,6 +103,7 @@ impl HarnessArgs {
             max_context_tokens: self.max_tokens,
             fault_probability: self.fault_prob,
             replace_tool: self.replace_tool,
+            edit_tool: self.edit_tool,
             name_check: self.name_check,
             ..HarnessConfig::default()
         })

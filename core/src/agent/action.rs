@@ -7,11 +7,13 @@
 //! write_code(3, "best = xs[0]", insert)  insert a new line before line 3 (n+1 appends)
 //! write_code(3, delete)                  delete line 3
 //! replace(3, "0", "xs[0]")               replace the one "0" on line 3 by "xs[0]"
+//! edit("best = 0", "best = xs[0]")       replace the one "best = 0" in the file
 //! finish()
 //! ```
 //!
-//! `replace` is a harness setting (`HarnessConfig::replace_tool`): the parser reads it
-//! always, and the harness answers it as an unknown tool when the setting is off.
+//! `replace` and `edit` are harness settings (`HarnessConfig::replace_tool`,
+//! `HarnessConfig::edit_tool`): the parser reads them always, and the harness answers
+//! one as an unknown tool when its setting is off.
 //!
 //! A generated action is this text followed by the end token; the parser rejects
 //! anything else with a message meant to be read by the policy as its next observation.
@@ -57,6 +59,15 @@ pub enum ToolCall {
         /// What it becomes.
         new: String,
     },
+    /// Replace the one occurrence of `old` in the whole file by `new`: an edit
+    /// addressed by its text, with no line number.
+    #[serde(rename = "edit")]
+    EditText {
+        /// The text to find: it must occur exactly once in the file, within a line.
+        old: String,
+        /// What it becomes.
+        new: String,
+    },
     /// End the episode and submit the code for grading.
     Finish,
 }
@@ -69,6 +80,7 @@ impl ToolCall {
             ToolCall::ReadCode => "read_code",
             ToolCall::WriteCode { .. } => "write_code",
             ToolCall::ReplaceText { .. } => "replace",
+            ToolCall::EditText { .. } => "edit",
             ToolCall::Finish => "finish",
         }
     }
@@ -94,19 +106,27 @@ impl ToolCall {
             ToolCall::ReplaceText { line, old, new } => {
                 format!("replace({line}, \"{old}\", \"{new}\")")
             }
+            ToolCall::EditText { old, new } => format!("edit(\"{old}\", \"{new}\")"),
             other => format!("{}()", other.tool_name()),
         }
     }
 }
 
-/// The tool list shown in every prompt.
-pub const TOOL_SPEC: &str = "tools: run_tests() read_code() write_code(line, \"text\") \
-write_code(line, \"text\", insert) write_code(line, delete) finish()";
-
-/// The tool list with the `replace` tool (`HarnessConfig::replace_tool`).
-pub const TOOL_SPEC_WITH_REPLACE: &str = "tools: run_tests() read_code() \
-write_code(line, \"text\") write_code(line, \"text\", insert) write_code(line, delete) \
-replace(line, \"old\", \"new\") finish()";
+/// The tool list shown in every prompt, with the optional tools the harness has
+/// (`HarnessConfig::replace_tool`, `HarnessConfig::edit_tool`).
+pub fn tool_spec(replace_tool: bool, edit_tool: bool) -> String {
+    let mut spec = "tools: run_tests() read_code() write_code(line, \"text\") \
+write_code(line, \"text\", insert) write_code(line, delete)"
+        .to_owned();
+    if replace_tool {
+        spec.push_str(" replace(line, \"old\", \"new\")");
+    }
+    if edit_tool {
+        spec.push_str(" edit(\"old\", \"new\")");
+    }
+    spec.push_str(" finish()");
+    spec
+}
 
 /// Parses one action's text into a call, or says why it is not one.
 pub fn parse_call(text: &str) -> Result<ToolCall, String> {
@@ -132,6 +152,7 @@ pub fn parse_call(text: &str) -> Result<ToolCall, String> {
         }
         "write_code" => parse_write(args),
         "replace" => parse_replace(args),
+        "edit" => parse_edit(args),
         _ => Err(unknown_tool(name)),
     }
 }
@@ -175,18 +196,34 @@ fn quoted(rest: &str) -> Result<(&str, &str), String> {
     Ok((&inner[..close], inner[close + 1..].trim()))
 }
 
-fn parse_replace(args: &str) -> Result<ToolCall, String> {
-    let (line, rest) = line_and_rest(args, "replace")?;
+/// The old and the new text of `"old", "new"`, and nothing after them.
+fn old_and_new<'a>(rest: &'a str, tool: &str) -> Result<(&'a str, &'a str), String> {
     let (old, tail) = quoted(rest)?;
     let Some(tail) = tail.strip_prefix(',') else {
-        return Err("malformed call: replace needs an old and a new text".to_owned());
+        return Err(format!(
+            "malformed call: {tool} needs an old and a new text"
+        ));
     };
     let (new, tail) = quoted(tail.trim())?;
     if !tail.is_empty() {
         return Err("malformed call: nothing may follow the new text".to_owned());
     }
+    Ok((old, new))
+}
+
+fn parse_replace(args: &str) -> Result<ToolCall, String> {
+    let (line, rest) = line_and_rest(args, "replace")?;
+    let (old, new) = old_and_new(rest, "replace")?;
     Ok(ToolCall::ReplaceText {
         line,
+        old: old.to_owned(),
+        new: new.to_owned(),
+    })
+}
+
+fn parse_edit(args: &str) -> Result<ToolCall, String> {
+    let (old, new) = old_and_new(args, "edit")?;
+    Ok(ToolCall::EditText {
         old: old.to_owned(),
         new: new.to_owned(),
     })
@@ -249,10 +286,26 @@ mod tests {
                 old: "0".into(),
                 new: "xs[0]".into(),
             },
+            ToolCall::EditText {
+                old: "best = 0".into(),
+                new: "best = xs[0]".into(),
+            },
         ];
         for call in calls {
             assert_eq!(parse_call(&call.to_text()), Ok(call.clone()));
         }
+    }
+
+    #[test]
+    fn the_tool_list_names_the_optional_tools_the_harness_has() {
+        let plain = tool_spec(false, false);
+        assert!(
+            plain.ends_with("write_code(line, delete) finish()"),
+            "{plain}"
+        );
+        assert!(!plain.contains("replace(") && !plain.contains("edit("));
+        let both = tool_spec(true, true);
+        assert!(both.contains("replace(line, \"old\", \"new\") edit(\"old\", \"new\") finish()"));
     }
 
     #[test]
@@ -271,6 +324,10 @@ mod tests {
             ("replace(3, \"a\")", "an old and a new text"),
             ("replace(3, \"a\", b)", "double quotes"),
             ("replace(3, \"a\", \"b\", insert)", "nothing may follow"),
+            ("edit()", "double quotes"),
+            ("edit(\"a\")", "an old and a new text"),
+            ("edit(2, \"a\", \"b\")", "double quotes"),
+            ("edit(\"a\", \"b\", \"c\")", "nothing may follow"),
         ];
         for (text, needle) in cases {
             let message = parse_call(text).unwrap_err();

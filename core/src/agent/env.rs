@@ -11,6 +11,7 @@ use super::action::EditMode;
 use super::interp::{Value, format_list, run};
 use super::lang::{Line, parse_line, variable_names};
 use super::program::{indent_levels, parse_program};
+use super::replacement::occurrences;
 use super::task::{Task, TestCase};
 
 /// The longest program an edit may produce, in lines.
@@ -202,6 +203,40 @@ impl CodeEnv {
         Ok(format!("ok: line {line} is now {text}"))
     }
 
+    /// Applies an `edit`: the one occurrence of `old` in the file (within a line)
+    /// becomes `new`. `Ok` and `Err` both carry the observation text; on `Err` the code
+    /// is unchanged.
+    pub fn edit_text(&mut self, old: &str, new: &str) -> Result<String, String> {
+        if old.is_empty() {
+            return Err("error: the old text is empty".to_owned());
+        }
+        let mut found = self
+            .code
+            .iter()
+            .enumerate()
+            .flat_map(|(index, line)| std::iter::repeat_n(index, occurrences(line, old)));
+        let Some(index) = found.next() else {
+            return Err(format!("error: the code does not contain \"{old}\""));
+        };
+        let more = found.count();
+        if more > 0 {
+            return Err(format!(
+                "error: \"{old}\" occurs {} times in the code",
+                more + 1
+            ));
+        }
+        let line = index + 1;
+        if line == 1 {
+            return Err("error: line 1 (the def line) cannot be edited".to_owned());
+        }
+        let current = &self.code[index];
+        let text = current.replacen(old, new, 1);
+        let text = text.trim();
+        self.check_new_line(text)?;
+        text.clone_into(&mut self.code[index]);
+        Ok(format!("ok: line {line} is now {text}"))
+    }
+
     /// Applies a `write_code` edit; `Ok` and `Err` both carry the observation text.
     pub fn write_code(
         &mut self,
@@ -363,6 +398,42 @@ mod tests {
             assert!(message.contains(needle), "{line} {old}: {message}");
         }
         assert_eq!(env.code(), before);
+    }
+
+    #[test]
+    fn edit_changes_the_one_match_in_the_file_on_whatever_line_it_is() {
+        let mut env = CodeEnv::new(article_example(), 1000);
+        // `best = 0` is line 2 and occurs nowhere else.
+        let observation = env.edit_text("best = 0", "best = xs[0]").unwrap();
+        assert_eq!(observation, "ok: line 2 is now best = xs[0]");
+        assert!(env.passes_hidden_tests());
+        let mut env = CodeEnv::new(article_example(), 1000);
+        assert_eq!(
+            env.edit_text(">", ">=").unwrap(),
+            "ok: line 4 is now if x >= best:"
+        );
+    }
+
+    #[test]
+    fn edit_refuses_a_missing_repeated_or_def_line_match_and_leaves_the_code() {
+        let mut env = CodeEnv::new(article_example(), 1000);
+        let before = env.code().to_vec();
+        let cases = [
+            ("best = 1", "x", "does not contain \"best = 1\""),
+            ("best", "top", "occurs 4 times"),
+            ("end", "end", "occurs 2 times"),
+            ("", "y", "old text is empty"),
+            ("find_max", "f", "def line"),
+            ("= 0", "= =", "does not parse"),
+            ("best = 0", "def g(xs):", "only line 1 may be a def line"),
+        ];
+        for (old, new, needle) in cases {
+            let message = env.edit_text(old, new).unwrap_err();
+            assert!(message.contains(needle), "{old}: {message}");
+        }
+        assert_eq!(env.code(), before);
+        let mut checked = CodeEnv::new(article_example(), 1000).with_name_check(true);
+        assert!(checked.edit_text("0", "part").unwrap_err().contains("part"));
     }
 
     #[test]

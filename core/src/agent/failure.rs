@@ -88,7 +88,8 @@ pub struct Diagnosis {
 }
 
 /// One applied edit: its call index, line, mode and the line's new text (a `replace`
-/// is a whole-line replacement by the line it produced).
+/// or an `edit` is a whole-line replacement by the line it produced, at the line its
+/// observation names).
 struct AppliedEdit<'a> {
     call: usize,
     line: usize,
@@ -110,16 +111,16 @@ fn applied_edits(record: &EpisodeRecord) -> Vec<AppliedEdit<'_>> {
                 mode: *mode,
                 text,
             }),
-            Some(ToolCall::ReplaceText { line, .. }) => Some(AppliedEdit {
-                call,
-                line: *line,
-                mode: EditMode::Replace,
-                // `ok: line N is now TEXT` (`CodeEnv::replace_text`).
-                text: model_call
-                    .observation_text
-                    .split_once(" is now ")
-                    .map_or("", |(_, text)| text),
-            }),
+            Some(ToolCall::ReplaceText { .. } | ToolCall::EditText { .. }) => {
+                // `ok: line N is now TEXT` (`CodeEnv::replace_text`, `CodeEnv::edit_text`).
+                let (head, text) = model_call.observation_text.split_once(" is now ")?;
+                Some(AppliedEdit {
+                    call,
+                    line: head.strip_prefix("ok: line ")?.parse().ok()?,
+                    mode: EditMode::Replace,
+                    text,
+                })
+            }
             _ => None,
         })
         .collect()
@@ -271,7 +272,11 @@ mod tests {
             name_check: true,
             ..HarnessConfig::default()
         };
-        for config in [HarnessConfig::default(), with_levers] {
+        let with_edit = HarnessConfig {
+            edit_tool: true,
+            ..HarnessConfig::default()
+        };
+        for config in [HarnessConfig::default(), with_levers, with_edit] {
             for seed in 0..20 {
                 let task = generate_task(Split::Validation, seed);
                 let record = run_episode(
@@ -318,6 +323,42 @@ mod tests {
             Some(FailureCause::NoEdit)
         );
         let record = run(&task, &["replace(2, \"0\", \"xs[0]\")", "finish()"]);
+        assert!(
+            record.calls[0]
+                .parse_error
+                .as_deref()
+                .unwrap()
+                .contains("unknown tool")
+        );
+    }
+
+    #[test]
+    fn an_edit_is_diagnosed_by_the_line_its_observation_names() {
+        let task = article_example();
+        let config = HarnessConfig {
+            edit_tool: true,
+            ..HarnessConfig::default()
+        };
+        let diagnose_calls =
+            |calls: &[&str]| diagnose(&task, &run_with(&task, calls, &config)).map(|d| d.cause);
+        assert_eq!(
+            diagnose_calls(&["edit(\"0\", \"xs[0]\")", "finish()"]),
+            None
+        );
+        assert_eq!(
+            diagnose_calls(&["edit(\"best = 0\", \"best = xs[1]\")", "finish()"]),
+            Some(FailureCause::WrongText)
+        );
+        assert_eq!(
+            diagnose_calls(&["edit(\">\", \"<\")", "finish()"]),
+            Some(FailureCause::WrongLine)
+        );
+        // A refused edit (`best` occurs four times) is no edit.
+        assert_eq!(
+            diagnose_calls(&["edit(\"best\", \"top\")", "finish()"]),
+            Some(FailureCause::NoEdit)
+        );
+        let record = run(&task, &["edit(\"0\", \"xs[0]\")", "finish()"]);
         assert!(
             record.calls[0]
                 .parse_error

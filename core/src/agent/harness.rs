@@ -17,7 +17,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::action::{TOOL_SPEC, TOOL_SPEC_WITH_REPLACE, ToolCall, parse_call, unknown_tool};
+use super::action::{ToolCall, parse_call, tool_spec, unknown_tool};
 use super::env::CodeEnv;
 use super::interp::DEFAULT_STEP_LIMIT;
 use super::policy::{Generation, Policy, PolicyInfo};
@@ -57,6 +57,12 @@ pub struct HarnessConfig {
     /// used by the teacher for one-line repairs). Default false: without it a
     /// `replace` call is an unknown tool.
     pub replace_tool: bool,
+    /// Whether the `edit("old", "new")` tool exists: an edit addressed by its text,
+    /// `old` unique in the file, no line number (listed in the prompt, used by the
+    /// teacher for one-line repairs whose line has a unique text; it takes precedence
+    /// over `replace` there). Default false: without it an `edit` call is an unknown
+    /// tool.
+    pub edit_tool: bool,
     /// Whether an edit that names a variable absent from the starting listing is
     /// refused with an error observation. Default false.
     pub name_check: bool,
@@ -72,6 +78,7 @@ impl Default for HarnessConfig {
             fault_probability: 0.0,
             step_limit: DEFAULT_STEP_LIMIT,
             replace_tool: false,
+            edit_tool: false,
             name_check: false,
         }
     }
@@ -79,18 +86,15 @@ impl Default for HarnessConfig {
 
 impl HarnessConfig {
     /// The tool list the prompt shows.
-    pub fn tool_spec(&self) -> &'static str {
-        if self.replace_tool {
-            TOOL_SPEC_WITH_REPLACE
-        } else {
-            TOOL_SPEC
-        }
+    pub fn tool_spec(&self) -> String {
+        tool_spec(self.replace_tool, self.edit_tool)
     }
 
     /// Whether `call` names a tool this harness has; `Err` is the observation.
     pub fn check_tool(&self, call: &ToolCall) -> Result<(), String> {
         match call {
             ToolCall::ReplaceText { .. } if !self.replace_tool => Err(unknown_tool("replace")),
+            ToolCall::EditText { .. } if !self.edit_tool => Err(unknown_tool("edit")),
             _ => Ok(()),
         }
     }
@@ -158,6 +162,9 @@ fn execute(env: &mut CodeEnv, call: &ToolCall, crashed: bool) -> Step {
         }
         ToolCall::ReplaceText { line, old, new } => {
             Step::Continue(env.replace_text(*line, old, new).unwrap_or_else(|e| e))
+        }
+        ToolCall::EditText { old, new } => {
+            Step::Continue(env.edit_text(old, new).unwrap_or_else(|e| e))
         }
         ToolCall::Finish => Step::End(EndReason::Finish, String::new()),
     }

@@ -12,7 +12,7 @@ use super::action::{EditMode, ToolCall};
 use super::derive::derive_repair;
 use super::env::parse_listing;
 use super::harness::HarnessConfig;
-use super::replacement::smallest_replacement;
+use super::replacement::{smallest_replacement, smallest_unique_edit};
 use super::task::Task;
 use super::tokenizer::{CALL, END, OBS, tokenizer};
 use crate::rng::RandomStream;
@@ -96,6 +96,7 @@ pub fn scripted(text: &str, max_new_tokens: usize) -> Generation {
 pub struct Teacher {
     reference: Vec<String>,
     replace_tool: bool,
+    edit_tool: bool,
 }
 
 impl Teacher {
@@ -107,15 +108,18 @@ impl Teacher {
         Self {
             reference,
             replace_tool: false,
+            edit_tool: false,
         }
     }
 
-    /// The teacher for one task under `harness`: with `replace_tool` on, a line it
-    /// rewrites in place becomes the smallest `replace` call
-    /// ([`super::replacement`]).
+    /// The teacher for one task under `harness`: a line it rewrites in place becomes
+    /// the smallest `edit` call with `edit_tool` on (when the line has a text unique
+    /// in the file), else the smallest `replace` call with `replace_tool` on, else a
+    /// whole-line `write_code` ([`super::replacement`]).
     pub fn for_harness(task: &Task, harness: &HarnessConfig) -> Self {
         Self {
             replace_tool: harness.replace_tool,
+            edit_tool: harness.edit_tool,
             ..Self::new(task)
         }
     }
@@ -155,6 +159,12 @@ impl Teacher {
             std::cmp::Ordering::Greater => (EditMode::Delete, String::new()),
             std::cmp::Ordering::Less => (EditMode::Insert, self.reference[line].clone()),
             std::cmp::Ordering::Equal => {
+                if self.edit_tool
+                    && let Some((old, new)) =
+                        smallest_unique_edit(code, line, &self.reference[line])
+                {
+                    return Some(ToolCall::EditText { old, new });
+                }
                 if self.replace_tool
                     && let Some((old, new)) =
                         smallest_replacement(&code[line], &self.reference[line])
@@ -299,6 +309,42 @@ mod tests {
             teacher.decide(Some("error: line 2 does not contain \"1\"")),
             ToolCall::ReadCode
         );
+    }
+
+    #[test]
+    fn with_the_edit_tool_the_teacher_writes_the_smallest_text_unique_in_the_file() {
+        let harness = HarnessConfig {
+            edit_tool: true,
+            replace_tool: true,
+            ..HarnessConfig::default()
+        };
+        let teacher = Teacher::for_harness(&article_example(), &harness);
+        let listing = "1 def find_max(xs):\n2   best = 0\n3   for x in xs:\n4     if x > best:\n5       best = x\n6     end\n7   end\n8   return best";
+        assert_eq!(
+            teacher.decide(Some(listing)),
+            ToolCall::EditText {
+                old: "0".into(),
+                new: "xs[0]".into()
+            }
+        );
+        // A line with no unique text falls back to the line-addressed tools.
+        let mut task = article_example();
+        task.buggy_code = vec![
+            "def find_max(xs):".into(),
+            "best = xs[0]".into(),
+            "for x in xs:".into(),
+            "if x > best:".into(),
+            "best = x".into(),
+            "end".into(),
+            "end".into(),
+            "end".into(),
+        ];
+        let teacher = Teacher::for_harness(&task, &harness);
+        let listing = "1 def find_max(xs):\n2   best = xs[0]\n3   for x in xs:\n4     if x > best:\n5       best = x\n6     end\n7   end\n8   end";
+        assert!(matches!(
+            teacher.decide(Some(listing)),
+            ToolCall::ReplaceText { line: 8, .. }
+        ));
     }
 
     #[test]

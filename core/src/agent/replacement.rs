@@ -1,17 +1,24 @@
-//! The smallest `replace(line, "old", "new")` that turns one line into another: what
-//! the teacher writes when the harness has the `replace` tool.
+//! The smallest replacement that turns one line into another: what the teacher writes
+//! when the harness has the `replace` tool (`replace(line, "old", "new")`, `old`
+//! unique on its line) or the `edit` tool (`edit("old", "new")`, `old` unique in the
+//! whole file).
 //!
 //! Both lines are cut into pieces: runs of letters, digits and `_` (a name or a
 //! number), the two-character operators `==`, `!=`, `<=`, `>=`, and single characters
 //! otherwise. The pieces the two lines share at the start and at the end are dropped;
 //! `old` is what is left of the current line and `new` what is left of the wanted one,
 //! so a name or a number is never cut in half. If `old` is empty (the repair only adds
-//! text) or occurs more than once on the line, one more shared piece is taken into
-//! both, on the left while there is one, then on the right, until `old` is not empty
-//! and occurs exactly once (the whole line always does).
+//! text) or is not unique where the tool looks for it, one more shared piece is taken
+//! into both, on the left while there is one, then on the right, until `old` is not
+//! empty and unique. For `replace` the whole line always is; for `edit` a line that
+//! occurs twice in the file has no such replacement. `edit` widens by words: a space at
+//! either edge of its `old` takes the piece beyond it in too, so `old` starts and ends
+//! with a word or a sign (`return count` -> `return -count` is
+//! `("return count", "return -count")`, not `("return ", "return -")`).
 //!
 //! `best = 0` -> `best = xs[0]` gives `replace(2, "0", "xs[0]")`; `if x > best:` ->
-//! `if x >= best:` gives `(">", ">=")`.
+//! `if x >= best:` gives `(">", ">=")`. In a file where `0` occurs on another line too,
+//! the `edit` is `edit("= 0", "= xs[0]")`.
 
 /// Whether `c` belongs to a name or a number.
 fn is_word_char(c: u8) -> bool {
@@ -46,9 +53,36 @@ fn pieces(line: &str) -> Vec<&str> {
         .collect()
 }
 
-/// The `(old, new)` of the smallest replacement turning `current` into `wanted` (see
-/// the module docs); `None` when the lines are equal.
-pub fn smallest_replacement(current: &str, wanted: &str) -> Option<(String, String)> {
+/// How many times `needle` occurs in `haystack`, overlapping occurrences counted (so
+/// `aa` occurs twice in `aaa`); 0 for an empty needle.
+pub fn occurrences(haystack: &str, needle: &str) -> usize {
+    if needle.is_empty() {
+        return 0;
+    }
+    haystack
+        .char_indices()
+        .filter(|&(at, _)| haystack[at..].starts_with(needle))
+        .count()
+}
+
+/// How a replacement grows when its `old` is not yet unique.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Widen {
+    /// One piece at a time.
+    ByPiece,
+    /// One piece at a time, and never a space at an edge of `old`.
+    ByWord,
+}
+
+/// The `(old, new)` of the smallest replacement turning `current` into `wanted` whose
+/// `old` satisfies `unique`, widening as `widen` says; `None` when the lines are equal
+/// or not even the whole line is unique.
+fn smallest_where(
+    current: &str,
+    wanted: &str,
+    widen: Widen,
+    unique: impl Fn(&str) -> bool,
+) -> Option<(String, String)> {
     if current == wanted {
         return None;
     }
@@ -63,9 +97,22 @@ pub fn smallest_replacement(current: &str, wanted: &str) -> Option<(String, Stri
         .take(shortest - prefix)
         .take_while(|(a, b)| a == b)
         .count();
+    let is_space = |piece: &str| piece.chars().all(char::is_whitespace);
     loop {
+        if widen == Widen::ByWord {
+            // A space at an edge of `old` takes the piece beyond it in too.
+            while prefix > 0 && prefix < have.len() - suffix && is_space(have[prefix]) {
+                prefix -= 1;
+            }
+            while suffix > 0
+                && have.len() - suffix > prefix
+                && is_space(have[have.len() - suffix - 1])
+            {
+                suffix -= 1;
+            }
+        }
         let old = have[prefix..have.len() - suffix].concat();
-        if !old.is_empty() && current.matches(old.as_str()).count() == 1 {
+        if !old.is_empty() && unique(&old) {
             let new = want[prefix..want.len() - suffix].concat();
             return Some((old, new));
         }
@@ -74,10 +121,36 @@ pub fn smallest_replacement(current: &str, wanted: &str) -> Option<(String, Stri
         } else if suffix > 0 {
             suffix -= 1;
         } else {
-            // `old` is the whole line, which occurs once unless the line is empty.
-            return Some((current.to_owned(), wanted.to_owned()));
+            return None;
         }
     }
+}
+
+/// The `(old, new)` of the smallest `replace` turning `current` into `wanted`, `old`
+/// unique on the line (see the module docs); `None` when the lines are equal.
+pub fn smallest_replacement(current: &str, wanted: &str) -> Option<(String, String)> {
+    smallest_where(current, wanted, Widen::ByPiece, |old| {
+        occurrences(current, old) == 1
+    })
+    // An empty line: `old` is the whole (empty) line.
+    .or_else(|| (current != wanted).then(|| (current.to_owned(), wanted.to_owned())))
+}
+
+/// The `(old, new)` of the smallest `edit` turning line `index` (0-based) of `code`
+/// into `wanted`, `old` unique in the whole file (see the module docs); `None` when
+/// the lines are equal or the line occurs twice, so no text of it is unique.
+pub fn smallest_unique_edit(
+    code: &[String],
+    index: usize,
+    wanted: &str,
+) -> Option<(String, String)> {
+    let current = code.get(index)?;
+    smallest_where(current, wanted, Widen::ByWord, |old| {
+        code.iter()
+            .map(|line| occurrences(line, old))
+            .sum::<usize>()
+            == 1
+    })
 }
 
 #[cfg(test)]
@@ -127,6 +200,88 @@ mod tests {
             ("if x".into(), "if y".into())
         );
         assert_eq!(smallest_replacement("end", "end"), None);
+    }
+
+    #[test]
+    fn occurrences_count_overlapping_matches() {
+        assert_eq!(occurrences("aaa", "aa"), 2);
+        assert_eq!(occurrences("best = xs[0]", "0"), 1);
+        assert_eq!(occurrences("x", ""), 0);
+        assert_eq!(occurrences("", "x"), 0);
+    }
+
+    fn lines(text: &[&str]) -> Vec<String> {
+        text.iter().map(|&l| l.to_owned()).collect()
+    }
+
+    #[test]
+    fn an_edit_widens_by_words_until_its_old_text_is_unique_in_the_file() {
+        let code = lines(&[
+            "def f(xs):",
+            "best = 0",
+            "for x in xs:",
+            "if x > best:",
+            "best = x",
+            "end",
+            "end",
+            "return best",
+        ]);
+        // `0` is unique in this file.
+        assert_eq!(
+            smallest_unique_edit(&code, 1, "best = xs[0]"),
+            Some(("0".into(), "xs[0]".into()))
+        );
+        // `>` too.
+        assert_eq!(
+            smallest_unique_edit(&code, 3, "if x >= best:"),
+            Some((">".into(), ">=".into()))
+        );
+        // `x` is everywhere: `= x` is unique, and no edge is a space.
+        assert_eq!(
+            smallest_unique_edit(&code, 4, "best = best"),
+            Some(("= x".into(), "= best".into()))
+        );
+        // `end` occurs twice as a whole line: no unique text.
+        assert_eq!(smallest_unique_edit(&code, 5, "end"), None);
+        assert_eq!(smallest_unique_edit(&code, 6, "return best"), None);
+        assert_eq!(smallest_unique_edit(&code, 99, "x"), None);
+        let twice = lines(&["def f(xs):", "n = 0", "count = 0", "return n"]);
+        assert_eq!(
+            smallest_unique_edit(&twice, 2, "count = 1"),
+            Some(("count = 0".into(), "count = 1".into()))
+        );
+    }
+
+    #[test]
+    fn an_edit_applied_to_the_file_produces_the_wanted_line() {
+        let code = lines(&[
+            "def f(xs):",
+            "count = 0",
+            "for i in range(0, len(xs)):",
+            "if xs[i] > xs[i - 1]:",
+            "count = count + 1",
+            "end",
+            "end",
+            "return count",
+        ]);
+        let wanted = [
+            "count = 1",
+            "for i in range(1, len(xs)):",
+            "if xs[i] >= xs[i - 1]:",
+            "count = count",
+            "return -count",
+            "count = count - 1",
+        ];
+        for (index, current) in code.iter().enumerate().skip(1) {
+            for want in wanted {
+                if let Some((old, new)) = smallest_unique_edit(&code, index, want) {
+                    let total: usize = code.iter().map(|l| occurrences(l, &old)).sum();
+                    assert_eq!(total, 1, "{old} in the file");
+                    assert_eq!(old.trim(), old, "{current} -> {want}");
+                    assert_eq!(apply(current, &old, &new), want, "{current} -> {want}");
+                }
+            }
+        }
     }
 
     #[test]

@@ -47,7 +47,7 @@ pub struct PartSpans {
     /// The line number (`write_code` and `replace` only).
     pub line: Option<(usize, usize)>,
     /// The text from the first quote to the last, exclusive (`write_code` replace and
-    /// insert; both texts of a `replace`).
+    /// insert; both texts of a `replace` or an `edit`).
     pub text: Option<(usize, usize)>,
 }
 
@@ -61,7 +61,7 @@ pub fn part_spans(action: &str) -> PartSpans {
     };
     if !matches!(
         action[name_start.min(open)..open].trim(),
-        "write_code" | "replace"
+        "write_code" | "replace" | "edit"
     ) {
         return spans;
     }
@@ -89,9 +89,9 @@ pub struct CallScore {
     pub tokens: (usize, usize),
     /// Whether every token of the tool's name was right.
     pub tool: bool,
-    /// For `write_code`: whether the line number was right.
+    /// For `write_code` and `replace`: whether the line number was right.
     pub line: Option<bool>,
-    /// For `write_code` with a text: whether the text was right.
+    /// For a call with a text (`write_code`, `replace`, `edit`): whether it was right.
     pub text: Option<bool>,
     /// Whether the teacher called `finish` here.
     pub is_finish: bool,
@@ -156,9 +156,9 @@ pub struct PartAccuracy {
     pub token: Option<f64>,
     /// Calls whose tool name was right.
     pub tool: Option<f64>,
-    /// `write_code` calls whose line was right.
+    /// `write_code` and `replace` calls whose line was right.
     pub line: Option<f64>,
-    /// `write_code` calls whose text was exactly right.
+    /// Calls with a text (`write_code`, `replace`, `edit`) whose text was exactly right.
     pub text: Option<f64>,
     /// The teacher's `finish` calls the policy would start with `finish`.
     pub finish: Option<f64>,
@@ -330,7 +330,7 @@ mod tests {
     use crate::run::trainer::vocab;
 
     #[test]
-    fn parts_of_a_write_a_delete_a_replace_and_a_bare_call() {
+    fn parts_of_a_write_a_delete_a_replace_an_edit_and_a_bare_call() {
         let a = "write_code(12, \"best = xs[0]\")";
         let s = part_spans(a);
         assert_eq!(&a[s.tool.0..s.tool.1], "write_code");
@@ -348,6 +348,12 @@ mod tests {
         assert_eq!(&r[l0..l1], "2");
         let (t0, t1) = s.text.unwrap();
         assert_eq!(&r[t0..t1], "0\", \"xs[0]");
+        let e = "edit(\"best = 0\", \"best = xs[0]\")";
+        let s = part_spans(e);
+        assert_eq!(&e[s.tool.0..s.tool.1], "edit");
+        assert_eq!(s.line, None);
+        let (t0, t1) = s.text.unwrap();
+        assert_eq!(&e[t0..t1], "best = 0\", \"best = xs[0]");
         let f = part_spans("finish()");
         assert_eq!(f.tool, (0, 6));
         assert_eq!((f.line, f.text), (None, None));
