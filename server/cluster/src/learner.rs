@@ -323,7 +323,7 @@ async fn prepare(
             .with_context(|| format!("creating the object store {}", names.weights()))?,
     };
     // The next incarnation; what an earlier one left is drained and counted.
-    let incarnation = match kv.get("learner").await? {
+    let incarnation = match kv.get(names::INCARNATION_KEY).await? {
         Some(bytes) => {
             std::str::from_utf8(&bytes)
                 .ok()
@@ -360,8 +360,10 @@ async fn prepare(
         )
         .await
         .context("creating the learner's consumer")?;
-    kv.put("config", toml::to_string(config)?.into()).await?;
-    kv.put("learner", incarnation.to_string().into()).await?;
+    kv.put(names::CONFIG_KEY, toml::to_string(config)?.into())
+        .await?;
+    kv.put(names::INCARNATION_KEY, incarnation.to_string().into())
+        .await?;
     let runs = bucket(&js, names::RUNS_BUCKET).await?;
     runs.put(names::CURRENT_RUN, names.run.clone().into())
         .await?;
@@ -412,7 +414,7 @@ impl RemoteRollouts for Learner {
             .await;
             retry("storing the version record", || async {
                 kv.put(object.as_str(), json.clone()).await?;
-                kv.put("current", json.clone()).await?;
+                kv.put(names::NEWEST_VERSION_KEY, json.clone()).await?;
                 Ok(())
             })
             .await;

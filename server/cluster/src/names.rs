@@ -25,6 +25,12 @@ pub const CURRENT_RUN: &str = "current";
 pub const WORKERS: &str = "workers";
 /// The learner's durable consumer on a run's result stream.
 pub const LEARNER: &str = "learner";
+/// The key of a run's bucket holding the run's TOML.
+pub const CONFIG_KEY: &str = "config";
+/// The key of a run's bucket holding the current learner's incarnation.
+pub const INCARNATION_KEY: &str = "learner";
+/// The key of a run's bucket holding the newest policy version's record.
+pub const NEWEST_VERSION_KEY: &str = "current";
 
 /// Whether `name` can name a run: 1 to 32 letters, digits, `-` or `_`.
 pub fn valid_run(name: &str) -> bool {

@@ -226,7 +226,7 @@ async fn bind(js: &jetstream::Context, run: &str) -> Result<Bound> {
     let names = RunNames::new(run)?;
     let kv = js.get_key_value(names.bucket()).await?;
     let text = kv
-        .get("config")
+        .get(names::CONFIG_KEY)
         .await?
         .ok_or_else(|| anyhow!("no config yet"))?;
     let config = TrainConfig::from_toml(std::str::from_utf8(&text)?)?;
@@ -237,8 +237,8 @@ async fn bind(js: &jetstream::Context, run: &str) -> Result<Bound> {
         .await
         .map_err(|e| anyhow!("the workers' consumer: {e}"))?;
     Ok(Bound {
-        learner: Following::start(&kv, "learner"),
-        current: Following::start(&kv, "current"),
+        learner: Following::start(&kv, names::INCARNATION_KEY),
+        current: Following::start(&kv, names::NEWEST_VERSION_KEY),
         names,
         config,
         kv,
