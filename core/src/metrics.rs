@@ -221,6 +221,10 @@ pub struct MetricsRow {
     /// and dropped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stale_dropped: Option<usize>,
+    /// Results refused because their records did not check (their job is published
+    /// again after `cluster.resend_after_s`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused_results: Option<usize>,
     /// Jobs published again because their group did not come back in time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub jobs_resent: Option<usize>,

@@ -62,7 +62,7 @@ resend_after_s = 60
 "#;
 
 /// Fields that measure time or the cluster itself: they differ between runs.
-const UNCOMPARED: [&str; 11] = [
+const UNCOMPARED: [&str; 12] = [
     "wall_s",
     "collect_s",
     "step_s",
@@ -72,6 +72,7 @@ const UNCOMPARED: [&str; 11] = [
     "redeliveries",
     "duplicate_results",
     "stale_dropped",
+    "refused_results",
     "jobs_resent",
     "result_bytes",
 ];
@@ -275,6 +276,9 @@ fn one_or_two_workers_write_the_rows_of_an_in_process_run() {
         sum(&got, "redeliveries") + sum(&got, "duplicate_results"),
         0
     );
+    // Every record the honest workers sent checked, and the rows say so.
+    assert!(got.iter().any(|r| r["refused_results"].is_u64()));
+    assert_eq!(sum(&got, "refused_results"), 0);
 }
 
 #[test]

@@ -258,6 +258,7 @@ impl Learner {
                         // Left empty: the job is published again after
                         // `cluster.resend_after_s`.
                         eprintln!("learner: a result from worker {worker} is refused: {e:#}");
+                        self.stats.refused += 1;
                         return false;
                     }
                 };

@@ -83,6 +83,8 @@ pub struct ClusterStats {
     /// Jobs and results of an earlier learner of this run (before a restart), drained
     /// and dropped.
     pub stale_dropped: usize,
+    /// Results refused because their records did not check, dropped.
+    pub refused: usize,
     /// Jobs published again after their group did not come back in time.
     pub resent: usize,
     /// Bytes of the results taken (the encoded groups as they crossed the wire).
@@ -97,6 +99,7 @@ impl ClusterStats {
         row.redeliveries = Some(self.redeliveries);
         row.duplicate_results = Some(self.duplicates);
         row.stale_dropped = Some(self.stale_dropped);
+        row.refused_results = Some(self.refused);
         row.jobs_resent = Some(self.resent);
         row.result_bytes = Some(self.result_bytes);
     }
