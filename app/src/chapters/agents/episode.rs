@@ -70,6 +70,19 @@ fn one_line(text: &str, max: usize) -> String {
     }
 }
 
+/// The values of the `edits` control: the `edit("old", "new")` tool, addressed by a
+/// text unique in the file (the documented training config's harness,
+/// `configs/cpu-small.toml`), or whole-line `write_code` edits addressed by number.
+pub const EDITS: &[&str] = &["text", "line"];
+
+/// The harness of the `edits` control's value.
+pub fn harness_for(state: &State) -> HarnessConfig {
+    HarnessConfig {
+        edit_tool: state.get("edits") != "line",
+        ..HarnessConfig::default()
+    }
+}
+
 fn run(state: &State) -> Result<EpisodeRecord, FieldError> {
     let seed = state.count("seed")? as u64;
     let task = if state.get("task") == "generated" {
@@ -77,7 +90,7 @@ fn run(state: &State) -> Result<EpisodeRecord, FieldError> {
     } else {
         article_example()
     };
-    let config = HarnessConfig::default();
+    let config = harness_for(state);
     Ok(if state.get("policy") == "random" {
         run_episode(
             &task,
@@ -87,7 +100,7 @@ fn run(state: &State) -> Result<EpisodeRecord, FieldError> {
             seed,
         )
     } else {
-        let mut teacher = Teacher::new(&task);
+        let mut teacher = Teacher::for_harness(&task, &config);
         run_episode(&task, &mut teacher, &config, EpisodeIds::default(), seed)
     })
 }
@@ -99,15 +112,17 @@ impl Figure for Episode {
         id: "episode",
         title: "An episode, turn by turn",
         caption: "Step through the teacher's repair of the article's task: it runs the \
-                  tests, reads the code, rewrites the faulty line, runs the tests again and \
+                  tests, reads the code, edits the faulty text, runs the tests again and \
                   finishes; the bar on the left of each turn is the share of visible tests \
-                  passing before it. Switch the policy to random tokens to see malformed \
-                  calls answered with parse errors until the harness ends the run (reward \
-                  0; the readout says why it ended), or pick a generated task.",
+                  passing before it. Switch the edits to address a line to see the same \
+                  repair name the line by its number instead. Switch the policy to random tokens to see \
+                  malformed calls answered with parse errors until the harness ends the run \
+                  (reward 0; the readout says why it ended), or pick a generated task.",
         controls: &[
             choice("task", "task", &["article", "generated"], "article"),
             slider("seed", "task and episode seed", 0.0, 999.0, 1.0, "0"),
             choice("policy", "policy", &["teacher", "random"], "teacher"),
+            choice("edits", "edits address", EDITS, "text"),
             slider("turn", "turns shown", 1.0, 16.0, 1.0, "16"),
         ],
         aspect: 0.5,
@@ -299,6 +314,24 @@ mod tests {
         // Before the fix some visible test fails; after the last turn all pass.
         assert!(output.turns[0].visible_before < 1.0);
         assert_eq!(output.visible_after, 1.0);
+    }
+
+    #[test]
+    fn the_teacher_edits_by_text_or_by_line_as_the_control_says() {
+        let tools = |query: &str| -> Vec<String> {
+            compute_at_query::<Episode>(query)
+                .unwrap()
+                .turns
+                .iter()
+                .map(|t| t.action.split('(').next().unwrap_or("").to_owned())
+                .collect()
+        };
+        let by_text = tools("");
+        assert!(by_text.iter().any(|t| t == "edit"), "{by_text:?}");
+        assert!(!by_text.iter().any(|t| t == "write_code"), "{by_text:?}");
+        let by_line = tools("edits=line");
+        assert!(by_line.iter().any(|t| t == "write_code"), "{by_line:?}");
+        assert!(!by_line.iter().any(|t| t == "edit"), "{by_line:?}");
     }
 
     #[test]

@@ -40,6 +40,14 @@ pub const CHAPTER: Chapter = Chapter {
              environment fault (a crashed tool) is not the policy's failure. The record of \
              each episode keeps these reasons.",
         ),
+        Block::Text(
+            "How a tool names what it changes is part of the harness as well. An edit can \
+             point at a line by its number, which the model has to read off the numbered \
+             listing, or at a piece of text that occurs exactly once in the file, which it \
+             has to copy. The small policy trained with this notebook learns the second \
+             much more readily from the same demonstrations, so the training recipe gives \
+             it text-addressed edits; the figure shows both.",
+        ),
         Block::Figure("episode"),
     ],
 };

@@ -7,7 +7,7 @@
 //! the mask without the shift, `m_t = generated[t]`, and marks what that would train on.
 
 use arlbook_core::agent::batch::pad_records;
-use arlbook_core::agent::harness::{EpisodeIds, HarnessConfig, run_episode};
+use arlbook_core::agent::harness::{EpisodeIds, run_episode};
 use arlbook_core::agent::policy::Teacher;
 use arlbook_core::agent::record::SpanRole;
 use arlbook_core::agent::task::{Split, article_example, generate_task};
@@ -16,6 +16,7 @@ use arlbook_core::error::FieldError;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
+use crate::chapters::agents::episode::{EDITS, harness_for};
 use crate::figure::{DrawResult, Figure, Meta, Readout, State, choice, slider, toggle};
 use crate::plot::{self, BLUE, GREEN, INK, LIGHT, ORANGE, RED, SHADE, Style, tint};
 
@@ -76,10 +77,12 @@ impl Figure for TokenLedger {
                   results. A green bar under a token means it is a training target. Turn on \
                   the unshifted mask: the first token of every action loses its bar and the \
                   first token after every action (a tool result) gains a red one. Slide the \
-                  window along the episode, or pick a generated task.",
+                  window along the episode, pick a generated task, or let the edits address \
+                  a line by number instead of a text.",
         controls: &[
             choice("task", "task", &["article", "generated"], "article"),
             slider("seed", "task seed", 0.0, 999.0, 1.0, "0"),
+            choice("edits", "edits address", EDITS, "text"),
             toggle("misshift", "apply the mask without the shift", "0"),
             slider("from", "first token shown", 0.0, 2048.0, 32.0, "0"),
         ],
@@ -95,14 +98,9 @@ impl Figure for TokenLedger {
         } else {
             article_example()
         };
-        let mut teacher = Teacher::new(&task);
-        let record = run_episode(
-            &task,
-            &mut teacher,
-            &HarnessConfig::default(),
-            EpisodeIds::default(),
-            seed,
-        );
+        let harness = harness_for(state);
+        let mut teacher = Teacher::for_harness(&task, &harness);
+        let record = run_episode(&task, &mut teacher, &harness, EpisodeIds::default(), seed);
         let batch = pad_records(std::slice::from_ref(&record));
         let generated = record.generated_mask();
         let pieces = tokenizer().pieces();
