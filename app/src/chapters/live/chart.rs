@@ -90,6 +90,71 @@ fn y_range(lines: &[Line], scale: Scale) -> Range<f64> {
     }
 }
 
+/// Share of a panel's width and height the legend's corner is taken to cover.
+const LEGEND_CORNER: (f64, f64) = (0.5, 0.45);
+
+/// Where a panel's legend goes, and the vertical range that leaves room for it: the
+/// corner of the plotting area with no point of `lines` under it (a corner
+/// `LEGEND_CORNER` of the ranges wide and tall; upper right first, then upper left,
+/// lower right, lower left). When every corner has points, the range grows upwards
+/// until the top `LEGEND_CORNER.1` of it is above every point, and the legend goes
+/// upper right, so it never hides data.
+fn legend_place(
+    lines: &[Line],
+    x: &Range<f64>,
+    y: Range<f64>,
+) -> (SeriesLabelPosition, Range<f64>) {
+    let corner = legend_corner(lines, x, &y);
+    if let Some(corner) = corner {
+        return (corner, y);
+    }
+    let (_, top) = plot::extent(lines.iter().flat_map(|l| l.points.iter().map(|p| p.1)));
+    // The top share of [start, end] lies above `top` once
+    // end - share (end - start) >= top.
+    let share = LEGEND_CORNER.1;
+    let end = (top - share * y.start) / (1.0 - share);
+    (SeriesLabelPosition::UpperRight, y.start..end.max(y.end))
+}
+
+/// The first corner of the plotting area (upper right, upper left, lower right, lower
+/// left) with no point of `lines` under it; `None` when every corner has points.
+fn legend_corner(lines: &[Line], x: &Range<f64>, y: &Range<f64>) -> Option<SeriesLabelPosition> {
+    let (width, height) = (x.end - x.start, y.end - y.start);
+    let right = x.end - LEGEND_CORNER.0 * width;
+    let left = x.start + LEGEND_CORNER.0 * width;
+    let top = y.end - LEGEND_CORNER.1 * height;
+    let bottom = y.start + LEGEND_CORNER.1 * height;
+    let under = |in_x: &dyn Fn(f64) -> bool, in_y: &dyn Fn(f64) -> bool| {
+        lines
+            .iter()
+            .flat_map(|l| &l.points)
+            .filter(|&&(px, py)| in_x(px) && in_y(py))
+            .count()
+    };
+    let corners = [
+        (
+            SeriesLabelPosition::UpperRight,
+            under(&|px| px >= right, &|py| py >= top),
+        ),
+        (
+            SeriesLabelPosition::UpperLeft,
+            under(&|px| px <= left, &|py| py >= top),
+        ),
+        (
+            SeriesLabelPosition::LowerRight,
+            under(&|px| px >= right, &|py| py <= bottom),
+        ),
+        (
+            SeriesLabelPosition::LowerLeft,
+            under(&|px| px <= left, &|py| py <= bottom),
+        ),
+    ];
+    corners
+        .into_iter()
+        .find(|&(_, count)| count == 0)
+        .map(|(corner, _)| corner)
+}
+
 /// Draws one panel: its title, axes over the steps present, the lines, and a legend
 /// when there is more than one line; without any point (no rows yet, or rows without
 /// these fields, as when a GRPO step had no mixed group to learn from), a note.
@@ -113,6 +178,11 @@ fn panel<DB: DrawingBackend>(
         y_range(lines, scale)
     };
     let title_height = plot::title(area, title, style)?;
+    let (corner, y_range) = if lines.len() > 1 {
+        legend_place(lines, &x_range, y_range)
+    } else {
+        (SeriesLabelPosition::UpperRight, y_range)
+    };
     let mut chart = ChartBuilder::on(area)
         .margin(style.margin())
         .margin_top(style.margin() + title_height)
@@ -178,7 +248,7 @@ fn panel<DB: DrawingBackend>(
     if lines.len() > 1 {
         chart
             .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
+            .position(corner)
             .background_style(WHITE.mix(0.85))
             .border_style(SHADE)
             .label_font(style.text(10.0))
@@ -317,6 +387,39 @@ mod tests {
 
     fn recorded() -> Run {
         Run::from_jsonl(RECORDED_RUN).unwrap()
+    }
+
+    fn line(points: &[(f64, f64)]) -> Line {
+        Line {
+            label: "x".to_owned(),
+            color: BLUE,
+            points: points.to_vec(),
+            dots_only: false,
+            width: 2.0,
+        }
+    }
+
+    #[test]
+    fn the_legend_takes_an_empty_corner_or_room_above_the_data() {
+        let x = 0.0..10.0;
+        let place = |points: &[(f64, f64)]| {
+            let (corner, y) = legend_place(&[line(points)], &x, 0.0..1.0);
+            (format!("{corner:?}"), y)
+        };
+        // Nothing under any corner: upper right, the range as it was.
+        assert_eq!(place(&[(5.0, 0.5)]), ("UpperRight".to_owned(), 0.0..1.0));
+        // High values on the right: the upper left.
+        assert_eq!(place(&[(8.0, 0.9), (9.0, 0.8)]).0, "UpperLeft");
+        // High on both sides: the lower right, as empty as the lower left.
+        assert_eq!(
+            place(&[(1.0, 0.9), (2.0, 0.9), (8.0, 0.9), (9.0, 0.8)]).0,
+            "LowerRight"
+        );
+        // Every corner taken: the range grows until its top 45% is above the data.
+        let (corner, y) = place(&[(1.0, 0.9), (8.0, 0.9), (9.0, 0.1), (1.0, 0.1)]);
+        assert_eq!(corner, "UpperRight");
+        assert!((y.end - 0.9 / 0.55).abs() < 1e-12, "{y:?}");
+        assert!(y.end - LEGEND_CORNER.1 * (y.end - y.start) >= 0.9 - 1e-12);
     }
 
     #[test]
