@@ -191,7 +191,7 @@ impl CodeEnv {
         let Some(at) = current.find(old) else {
             return Err(format!("error: line {line} does not contain \"{old}\""));
         };
-        if current[at + 1..].contains(old) {
+        if occurrences(current, old) > 1 {
             return Err(format!(
                 "error: \"{old}\" occurs more than once on line {line}"
             ));

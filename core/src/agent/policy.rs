@@ -269,7 +269,7 @@ mod tests {
             teacher.decide(Some("3 tests: 2 passed, 1 failed\nfail ...")),
             ToolCall::ReadCode
         );
-        let listing = "1 def find_max(xs):\n2   best = 0\n3   for x in xs:\n4     if x > best:\n5       best = x\n6     end\n7   end\n8   return best";
+        let listing = ARTICLE_LISTING;
         assert_eq!(
             teacher.decide(Some(listing)),
             ToolCall::WriteCode {
@@ -295,7 +295,7 @@ mod tests {
             ..HarnessConfig::default()
         };
         let teacher = Teacher::for_harness(&article_example(), &harness);
-        let listing = "1 def find_max(xs):\n2   best = 0\n3   for x in xs:\n4     if x > best:\n5       best = x\n6     end\n7   end\n8   return best";
+        let listing = ARTICLE_LISTING;
         assert_eq!(
             teacher.decide(Some(listing)),
             ToolCall::ReplaceText {
@@ -319,7 +319,7 @@ mod tests {
             ..HarnessConfig::default()
         };
         let teacher = Teacher::for_harness(&article_example(), &harness);
-        let listing = "1 def find_max(xs):\n2   best = 0\n3   for x in xs:\n4     if x > best:\n5       best = x\n6     end\n7   end\n8   return best";
+        let listing = ARTICLE_LISTING;
         assert_eq!(
             teacher.decide(Some(listing)),
             ToolCall::EditText {
@@ -346,6 +346,9 @@ mod tests {
             ToolCall::ReplaceText { line: 8, .. }
         ));
     }
+
+    /// The article task's starting listing, as `read_code` shows it.
+    const ARTICLE_LISTING: &str = "1 def find_max(xs):\n2   best = 0\n3   for x in xs:\n4     if x > best:\n5       best = x\n6     end\n7   end\n8   return best";
 
     #[test]
     fn random_policy_reports_uniform_logprobs() {
