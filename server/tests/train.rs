@@ -427,6 +427,30 @@ fn arms_start_from_the_checkpoint_chosen_on_validation_and_eval_clusters_by_key(
             .iter()
             .any(|r| r["stage"] == "selection" && r["arm"] == "rs")
     );
+    // A plain `--resume` (the default stage, `all`) continues the RS arm a folder
+    // holds: here as if the run had died right after its step-2 checkpoint.
+    std::fs::write(rs.join("checkpoints").join("latest"), "rs-000002").unwrap();
+    std::fs::remove_file(rs.join("summary.json")).unwrap();
+    let resumed = Command::new(BIN)
+        .args(["train", "--resume", "--out"])
+        .arg(&rs)
+        .output()
+        .unwrap();
+    assert!(
+        resumed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&resumed.stderr)
+    );
+    let losses = |rows: &[Value]| -> Vec<(u64, String)> {
+        rows.iter()
+            .filter(|r| r["stage"] == "rs")
+            .map(|r| (r["step"].as_u64().unwrap(), r["loss"].to_string()))
+            .collect()
+    };
+    let resumed_rows = rows(&rs);
+    assert_eq!(keys(&resumed_rows), keys(&rs_rows));
+    assert_eq!(losses(&resumed_rows), losses(&rs_rows));
+    assert!(rs.join("summary.json").is_file());
     three_arms_on_test(&chosen, &out, &rs);
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -12,8 +12,8 @@ pub mod jobs;
 pub mod metrics;
 
 /// A real run's metrics (`arlbook train --config configs/cpu-small.toml --seed 7`, the
-/// first seed of `cargo xtask experiment`: every tenth of its 6,000 SFT rows, its 200
-/// GRPO rows and 9 validation rows; the probe, selection and gate rows left out),
+/// first seed of `cargo xtask experiment`: every tenth of its 6,000 SFT rows, its 400
+/// GRPO rows and 17 validation rows; the probe, selection and gate rows left out),
 /// reduced to the fields the chart reads.
 pub const RECORDED_RUN: &str = include_str!("../../../data/recorded-run.jsonl");
 

@@ -20,7 +20,9 @@ pub enum Stage {
     /// Rejection-sampling SFT only (after SFT in the same output folder, or from
     /// `--init`): the comparison arm of GRPO.
     Rs,
-    /// SFT, then the config's `arm` (GRPO unless `arm = "rs"`).
+    /// SFT, then the config's `arm` (GRPO unless `arm = "rs"`); on a resumed run that
+    /// is already in an RL stage, that stage (an RS arm started with `--stage rs`
+    /// resumes with a plain `--resume`).
     All,
 }
 
@@ -51,7 +53,7 @@ impl Trainer {
         if matches!(stage, Stage::Sft | Stage::All) && self.position.stage == 0 {
             crate::learner::sft::run(self)?;
         }
-        if let Some(rl) = stage.rl_stage(&self.config) {
+        if let Some(rl) = self.rl_stage_for(stage) {
             if self.position.stage == 0 {
                 if self.position.step < self.config.sft.total_steps() {
                     bail!(
@@ -93,6 +95,15 @@ impl Trainer {
             serde_json::to_vec_pretty(&summary)?,
         )?;
         Ok(())
+    }
+
+    /// The RL stage `stage` runs in this folder: `all` continues the RL stage a resumed
+    /// run is in, whatever the config's `arm`.
+    fn rl_stage_for(&self, stage: Stage) -> Option<u8> {
+        match stage {
+            Stage::All if self.position.stage != 0 => Some(self.position.stage),
+            _ => stage.rl_stage(&self.config),
+        }
     }
 
     /// From the end of SFT to the start of RL stage `rl`: with selection, the chosen
