@@ -71,6 +71,20 @@ fn train(config: &Path, out: &Path, extra: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
+/// `arlbook train --resume --out OUT` (no `--stage`), which must succeed.
+fn resume(out: &Path) {
+    let resumed = Command::new(BIN)
+        .args(["train", "--resume", "--out"])
+        .arg(out)
+        .output()
+        .unwrap();
+    assert!(
+        resumed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&resumed.stderr)
+    );
+}
+
 /// `arlbook eval ARGS --split test --samples 2 --k 1,2 --json --backend cpu`, parsed.
 fn eval_on_test(args: &[String], tasks: usize) -> Value {
     let eval = Command::new(BIN)
@@ -268,16 +282,7 @@ fn a_run_killed_with_sigkill_resumes_without_lost_or_duplicated_rows() {
     }
     child.kill().unwrap(); // SIGKILL on Unix
     child.wait().unwrap();
-    let resumed = Command::new(BIN)
-        .args(["train", "--resume", "--out"])
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(
-        resumed.status.success(),
-        "{}",
-        String::from_utf8_lossy(&resumed.stderr)
-    );
+    resume(&out);
     let resumed_rows = rows(&out);
     assert_eq!(keys(&resumed_rows), expected_keys());
     // Resuming continues exactly: every step's numbers equal an uninterrupted run's.
@@ -431,16 +436,7 @@ fn arms_start_from_the_checkpoint_chosen_on_validation_and_eval_clusters_by_key(
     // holds: here as if the run had died right after its step-2 checkpoint.
     std::fs::write(rs.join("checkpoints").join("latest"), "rs-000002").unwrap();
     std::fs::remove_file(rs.join("summary.json")).unwrap();
-    let resumed = Command::new(BIN)
-        .args(["train", "--resume", "--out"])
-        .arg(&rs)
-        .output()
-        .unwrap();
-    assert!(
-        resumed.status.success(),
-        "{}",
-        String::from_utf8_lossy(&resumed.stderr)
-    );
+    resume(&rs);
     let losses = |rows: &[Value]| -> Vec<(u64, String)> {
         rows.iter()
             .filter(|r| r["stage"] == "rs")
