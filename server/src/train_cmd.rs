@@ -105,7 +105,7 @@ pub fn run_train(args: &TrainArgs) -> Result<ExitCode> {
             Some(path) => {
                 let rl = args
                     .stage
-                    .rl_stage(&config)
+                    .rl_stage(&config, 0)
                     .context("--init: starts an RL stage; use it with --stage grpo, rs or all")?;
                 let folder = eval::resolve_checkpoint(path)?;
                 if checkpoint::read_state(&folder)?.config.model != config.model {

@@ -124,35 +124,23 @@ fn legend_corner(lines: &[Line], x: &Range<f64>, y: &Range<f64>) -> Option<Serie
     let left = x.start + LEGEND_CORNER.0 * width;
     let top = y.end - LEGEND_CORNER.1 * height;
     let bottom = y.start + LEGEND_CORNER.1 * height;
-    let under = |in_x: &dyn Fn(f64) -> bool, in_y: &dyn Fn(f64) -> bool| {
-        lines
+    let empty = |in_x: &dyn Fn(f64) -> bool, in_y: &dyn Fn(f64) -> bool| {
+        !lines
             .iter()
             .flat_map(|l| &l.points)
-            .filter(|&&(px, py)| in_x(px) && in_y(py))
-            .count()
+            .any(|&(px, py)| in_x(px) && in_y(py))
     };
-    let corners = [
-        (
-            SeriesLabelPosition::UpperRight,
-            under(&|px| px >= right, &|py| py >= top),
-        ),
-        (
-            SeriesLabelPosition::UpperLeft,
-            under(&|px| px <= left, &|py| py >= top),
-        ),
-        (
-            SeriesLabelPosition::LowerRight,
-            under(&|px| px >= right, &|py| py <= bottom),
-        ),
-        (
-            SeriesLabelPosition::LowerLeft,
-            under(&|px| px <= left, &|py| py <= bottom),
-        ),
-    ];
-    corners
-        .into_iter()
-        .find(|&(_, count)| count == 0)
-        .map(|(corner, _)| corner)
+    if empty(&|px| px >= right, &|py| py >= top) {
+        Some(SeriesLabelPosition::UpperRight)
+    } else if empty(&|px| px <= left, &|py| py >= top) {
+        Some(SeriesLabelPosition::UpperLeft)
+    } else if empty(&|px| px >= right, &|py| py <= bottom) {
+        Some(SeriesLabelPosition::LowerRight)
+    } else if empty(&|px| px <= left, &|py| py <= bottom) {
+        Some(SeriesLabelPosition::LowerLeft)
+    } else {
+        None
+    }
 }
 
 /// Draws one panel: its title, axes over the steps present, the lines, and a legend

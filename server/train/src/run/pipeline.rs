@@ -20,19 +20,22 @@ pub enum Stage {
     /// Rejection-sampling SFT only (after SFT in the same output folder, or from
     /// `--init`): the comparison arm of GRPO.
     Rs,
-    /// SFT, then the config's `arm` (GRPO unless `arm = "rs"`); on a resumed run that
-    /// is already in an RL stage, that stage (an RS arm started with `--stage rs`
-    /// resumes with a plain `--resume`).
+    /// SFT, then the config's `arm` (GRPO unless `arm = "rs"`); on a run already in an
+    /// RL stage, that stage (an RS arm started with `--stage rs` resumes with a plain
+    /// `--resume`).
     All,
 }
 
 impl Stage {
-    /// The RL stage (position stage number) this invocation runs under `config`, if any.
-    pub fn rl_stage(self, config: &TrainConfig) -> Option<u8> {
+    /// The RL stage (position stage number) this invocation runs under `config`, if any,
+    /// on a run now in stage `current` (0 for SFT or a fresh run): `all` continues the RL
+    /// stage a run is already in, whatever the config's `arm`.
+    pub fn rl_stage(self, config: &TrainConfig, current: u8) -> Option<u8> {
         match self {
             Self::Sft => None,
             Self::Grpo => Some(1),
             Self::Rs => Some(2),
+            Self::All if current != 0 => Some(current),
             Self::All => Some(match config.arm {
                 RlArm::Grpo => 1,
                 RlArm::Rs => 2,
@@ -53,7 +56,7 @@ impl Trainer {
         if matches!(stage, Stage::Sft | Stage::All) && self.position.stage == 0 {
             crate::learner::sft::run(self)?;
         }
-        if let Some(rl) = self.rl_stage_for(stage) {
+        if let Some(rl) = stage.rl_stage(&self.config, self.position.stage) {
             if self.position.stage == 0 {
                 if self.position.step < self.config.sft.total_steps() {
                     bail!(
@@ -95,15 +98,6 @@ impl Trainer {
             serde_json::to_vec_pretty(&summary)?,
         )?;
         Ok(())
-    }
-
-    /// The RL stage `stage` runs in this folder: `all` continues the RL stage a resumed
-    /// run is in, whatever the config's `arm`.
-    fn rl_stage_for(&self, stage: Stage) -> Option<u8> {
-        match stage {
-            Stage::All if self.position.stage != 0 => Some(self.position.stage),
-            _ => stage.rl_stage(&self.config),
-        }
     }
 
     /// From the end of SFT to the start of RL stage `rl`: with selection, the chosen
