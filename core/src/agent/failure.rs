@@ -292,79 +292,79 @@ mod tests {
         }
     }
 
+    /// Runs each `(calls, expected cause)` of `cases` on the article's example under
+    /// `config`, then checks that without the setting the first call of the case that
+    /// repairs (expected `None`) is an unknown tool.
+    fn assert_causes(config: &HarnessConfig, cases: &[(&[&str], Option<FailureCause>)]) {
+        let task = article_example();
+        for (calls, expected) in cases {
+            let cause = diagnose(&task, &run_with(&task, calls, config)).map(|d| d.cause);
+            assert_eq!(cause, *expected, "{calls:?}");
+        }
+        let (repair, _) = cases
+            .iter()
+            .find(|(_, expected)| expected.is_none())
+            .expect("a case that repairs");
+        let record = run(&task, repair);
+        let error = record.calls[0].parse_error.as_deref().unwrap_or_default();
+        assert!(error.contains("unknown tool"), "{repair:?}: {error:?}");
+    }
+
     #[test]
     fn a_replace_is_diagnosed_by_the_line_it_produced() {
-        let task = article_example();
         let config = HarnessConfig {
             replace_tool: true,
             ..HarnessConfig::default()
         };
-        let diagnose_calls =
-            |calls: &[&str]| diagnose(&task, &run_with(&task, calls, &config)).map(|d| d.cause);
-        assert_eq!(
-            diagnose_calls(&["replace(2, \"0\", \"xs[0]\")", "finish()"]),
-            None
-        );
-        assert_eq!(
-            diagnose_calls(&["replace(2, \"0\", \"xs[1]\")", "finish()"]),
-            Some(FailureCause::WrongText)
-        );
-        assert_eq!(
-            diagnose_calls(&["replace(2, \"0\", \"k\")", "finish()"]),
-            Some(FailureCause::UnknownName)
-        );
-        assert_eq!(
-            diagnose_calls(&["replace(8, \"best\", \"x\")", "finish()"]),
-            Some(FailureCause::WrongLine)
-        );
-        // A refused replace is no edit; without the tool it is an unknown tool.
-        assert_eq!(
-            diagnose_calls(&["replace(2, \"1\", \"xs[0]\")", "finish()"]),
-            Some(FailureCause::NoEdit)
-        );
-        let record = run(&task, &["replace(2, \"0\", \"xs[0]\")", "finish()"]);
-        assert!(
-            record.calls[0]
-                .parse_error
-                .as_deref()
-                .unwrap()
-                .contains("unknown tool")
+        assert_causes(
+            &config,
+            &[
+                (&["replace(2, \"0\", \"xs[0]\")", "finish()"], None),
+                (
+                    &["replace(2, \"0\", \"xs[1]\")", "finish()"],
+                    Some(FailureCause::WrongText),
+                ),
+                (
+                    &["replace(2, \"0\", \"k\")", "finish()"],
+                    Some(FailureCause::UnknownName),
+                ),
+                (
+                    &["replace(8, \"best\", \"x\")", "finish()"],
+                    Some(FailureCause::WrongLine),
+                ),
+                // A refused replace is no edit.
+                (
+                    &["replace(2, \"1\", \"xs[0]\")", "finish()"],
+                    Some(FailureCause::NoEdit),
+                ),
+            ],
         );
     }
 
     #[test]
     fn an_edit_is_diagnosed_by_the_line_its_observation_names() {
-        let task = article_example();
         let config = HarnessConfig {
             edit_tool: true,
             ..HarnessConfig::default()
         };
-        let diagnose_calls =
-            |calls: &[&str]| diagnose(&task, &run_with(&task, calls, &config)).map(|d| d.cause);
-        assert_eq!(
-            diagnose_calls(&["edit(\"0\", \"xs[0]\")", "finish()"]),
-            None
-        );
-        assert_eq!(
-            diagnose_calls(&["edit(\"best = 0\", \"best = xs[1]\")", "finish()"]),
-            Some(FailureCause::WrongText)
-        );
-        assert_eq!(
-            diagnose_calls(&["edit(\">\", \"<\")", "finish()"]),
-            Some(FailureCause::WrongLine)
-        );
-        // A refused edit (`best` occurs four times) is no edit.
-        assert_eq!(
-            diagnose_calls(&["edit(\"best\", \"top\")", "finish()"]),
-            Some(FailureCause::NoEdit)
-        );
-        let record = run(&task, &["edit(\"0\", \"xs[0]\")", "finish()"]);
-        assert!(
-            record.calls[0]
-                .parse_error
-                .as_deref()
-                .unwrap()
-                .contains("unknown tool")
+        assert_causes(
+            &config,
+            &[
+                (&["edit(\"0\", \"xs[0]\")", "finish()"], None),
+                (
+                    &["edit(\"best = 0\", \"best = xs[1]\")", "finish()"],
+                    Some(FailureCause::WrongText),
+                ),
+                (
+                    &["edit(\">\", \"<\")", "finish()"],
+                    Some(FailureCause::WrongLine),
+                ),
+                // A refused edit (`best` occurs four times) is no edit.
+                (
+                    &["edit(\"best\", \"top\")", "finish()"],
+                    Some(FailureCause::NoEdit),
+                ),
+            ],
         );
     }
 
