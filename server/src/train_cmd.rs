@@ -13,6 +13,7 @@ use arlbook_train::device;
 use arlbook_train::measure::eval::{self, EvalPlan, Report};
 use arlbook_train::run::checkpoint;
 use arlbook_train::run::pipeline::Stage;
+use arlbook_train::run::selection;
 use arlbook_train::run::trainer::Trainer;
 
 /// Arguments of `arlbook train`.
@@ -107,7 +108,7 @@ pub fn run_train(args: &TrainArgs) -> Result<ExitCode> {
                     .stage
                     .rl_stage(&config, 0)
                     .context("--init: starts an RL stage; use it with --stage grpo, rs or all")?;
-                let folder = eval::resolve_checkpoint(path)?;
+                let folder = selection::named_checkpoint(path)?;
                 if checkpoint::read_state(&folder)?.config.model != config.model {
                     anyhow::bail!("--init: the checkpoint's [model] differs from this config's");
                 }
@@ -161,7 +162,8 @@ pub fn run_plot(args: &PlotArgs) -> Result<ExitCode> {
 /// Arguments of `arlbook eval`.
 #[derive(Debug, Args)]
 pub struct EvalArgs {
-    /// A checkpoint folder, or a run folder (its latest checkpoint); the arm `model`.
+    /// A checkpoint folder, or a run folder (the checkpoint chosen on validation in the
+    /// stage of its latest checkpoint, else that latest one); the arm `model`.
     #[arg(long)]
     pub checkpoint: Option<PathBuf>,
     /// Compare against this checkpoint on the same tasks and seeds; the arm `baseline`.
@@ -266,7 +268,7 @@ pub fn run_eval(args: &EvalArgs) -> Result<ExitCode> {
     let arms = eval_arms(args)?;
     let folders = arms
         .iter()
-        .map(|(name, path)| Ok((name.clone(), eval::resolve_checkpoint(path)?)))
+        .map(|(name, path)| Ok((name.clone(), selection::named_checkpoint(path)?)))
         .collect::<Result<Vec<_>>>()?;
     let (device, device_name) = device::choose(args.backend)?;
     let mut runs = Vec::with_capacity(folders.len());

@@ -256,21 +256,6 @@ pub struct Report {
     pub pairs: Vec<PairResult>,
 }
 
-/// A checkpoint folder: the folder itself when it holds `state.json`, else the latest
-/// checkpoint of the run folder.
-pub fn resolve_checkpoint(path: &Path) -> Result<PathBuf> {
-    if path.join("state.json").is_file() {
-        return Ok(path.to_owned());
-    }
-    match checkpoint::latest(path)? {
-        Some(folder) => Ok(folder),
-        None => bail!(
-            "checkpoint: {} is neither a checkpoint nor a run folder with one",
-            path.display()
-        ),
-    }
-}
-
 /// Runs `plan`'s episodes on one checkpoint.
 pub fn run_checkpoint(folder: &Path, plan: &EvalPlan, device: &Device) -> Result<CheckpointRun> {
     let state = checkpoint::read_state(folder)?;

@@ -179,6 +179,45 @@ pub fn recorded(out: &Path) -> Result<Selections> {
     }
 }
 
+/// The checkpoint a path names: the folder itself when it holds `state.json`; in a
+/// run folder, the checkpoint chosen on validation in the stage of its latest
+/// checkpoint once that choice is recorded (so a finished run names the checkpoint its
+/// selection kept, not its last step), else its latest checkpoint (a run still in a
+/// stage, or one without `[selection]`).
+pub fn named_checkpoint(path: &Path) -> Result<std::path::PathBuf> {
+    if path.join("state.json").is_file() {
+        return Ok(path.to_owned());
+    }
+    let Some(latest) = checkpoint::latest(path)? else {
+        bail!(
+            "checkpoint: {} is neither a checkpoint nor a run folder with one",
+            path.display()
+        );
+    };
+    let stage = checkpoint::read_state(&latest)?.position.stage;
+    let choices = recorded(path)?;
+    let Some(choice) = choices.of(Position::stage_name(stage)) else {
+        return Ok(latest);
+    };
+    let chosen = checkpoint::folder_of(
+        path,
+        Position {
+            stage,
+            step: choice.chosen_step,
+        },
+    );
+    if !chosen.join("state.json").is_file() {
+        bail!(
+            "checkpoint: {} chose {} step {}, but {} is missing",
+            path.join(SELECTION_FILE).display(),
+            choice.arm,
+            choice.chosen_step,
+            chosen.display()
+        );
+    }
+    Ok(chosen)
+}
+
 /// Changes `selection.json` by `change` (written to a temporary file, then renamed).
 fn record(out: &Path, change: impl FnOnce(&mut Selections) -> Result<()>) -> Result<()> {
     let mut all = recorded(out)?;
@@ -188,4 +227,87 @@ fn record(out: &Path, change: impl FnOnce(&mut Selections) -> Result<()>) -> Res
     std::fs::write(&tmp, serde_json::to_vec_pretty(&all)?)?;
     std::fs::rename(&tmp, &path)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A run folder with checkpoints at `sft-000002`, `grpo-000001` and `grpo-000002`
+    /// (the latest), and no choice recorded.
+    fn run_folder(name: &str) -> std::path::PathBuf {
+        let out = std::env::temp_dir().join(format!("arlbook-named-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&out);
+        for (stage, step) in [(0, 2), (1, 1), (1, 2)] {
+            let state = checkpoint::State {
+                config: TrainConfig::default(),
+                position: Position { stage, step },
+                pending: Vec::new(),
+                has_reference: false,
+                competence: crate::learner::grpo::competence::Competence::default(),
+            };
+            checkpoint::save(&out, &state, |_| Ok(())).unwrap();
+        }
+        out
+    }
+
+    fn choice(arm: &str, step: usize) -> Selection {
+        Selection {
+            arm: arm.into(),
+            tasks: 1,
+            samples: 1,
+            temperature: 1.0,
+            candidates: Vec::new(),
+            chosen_step: step,
+            chosen: format!("elsewhere/{arm}-{step:06}").into(),
+        }
+    }
+
+    #[test]
+    fn a_run_folder_names_the_checkpoint_its_stage_chose_else_its_latest() {
+        let out = run_folder("choice");
+        let folder = |name: &str| checkpoint::root(&out).join(name);
+        // No choice yet: the latest checkpoint.
+        assert_eq!(named_checkpoint(&out).unwrap(), folder("grpo-000002"));
+        // The SFT choice alone does not name a checkpoint of the GRPO stage under way.
+        record(&out, |all| {
+            all.set(choice("sft", 2));
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(named_checkpoint(&out).unwrap(), folder("grpo-000002"));
+        // Once GRPO's choice is recorded, that checkpoint, found in this folder (not at
+        // the path the run wrote, which may have moved).
+        record(&out, |all| {
+            all.set(choice("grpo", 1));
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(named_checkpoint(&out).unwrap(), folder("grpo-000001"));
+        // A checkpoint folder names itself.
+        assert_eq!(
+            named_checkpoint(&folder("sft-000002")).unwrap(),
+            folder("sft-000002")
+        );
+        std::fs::remove_dir_all(&out).unwrap();
+    }
+
+    #[test]
+    fn a_choice_whose_checkpoint_is_gone_is_an_error_naming_it() {
+        let out = run_folder("gone");
+        record(&out, |all| {
+            all.set(choice("grpo", 7));
+            Ok(())
+        })
+        .unwrap();
+        let message = named_checkpoint(&out).unwrap_err().to_string();
+        assert!(message.contains("grpo-000007"), "{message}");
+        let nothing = out.join("nothing-here");
+        let message = named_checkpoint(&nothing).unwrap_err().to_string();
+        assert!(
+            message.contains("neither a checkpoint nor a run folder"),
+            "{message}"
+        );
+        std::fs::remove_dir_all(&out).unwrap();
+    }
 }
