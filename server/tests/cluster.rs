@@ -8,11 +8,12 @@
 
 #![allow(clippy::unwrap_used, reason = "test helpers outside #[test] functions")]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use arlbook_tests::nats::NatsServer;
+use arlbook_tests::scratch::Scratch;
 use serde_json::Value;
 
 const BIN: &str = env!("CARGO_BIN_EXE_arlbook");
@@ -77,10 +78,9 @@ const UNCOMPARED: [&str; 12] = [
     "result_bytes",
 ];
 
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("arlbook-cluster-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+/// The test's folder with the config; removed when the test passes.
+fn scratch(name: &str) -> Scratch {
+    let dir = Scratch::new(&format!("cluster-{name}"));
     std::fs::write(dir.join("config.toml"), CONFIG).unwrap();
     dir
 }
@@ -121,6 +121,9 @@ fn learner(dir: &Path, name: &str, url: &str, resume: bool) -> Child {
         .arg("--out")
         .arg(&out)
         .args(["--nats", url])
+        // Weights folders go into the test's folder, so a killed process leaves none
+        // behind in the system's.
+        .env("TMPDIR", dir)
         .stdout(Stdio::null())
         .stderr(log(dir, &format!("{name}-learner{}", u8::from(resume))))
         .spawn()
@@ -147,6 +150,7 @@ fn worker(dir: &Path, id: &str, url: &str, hold_ms: u64) -> Worker {
     let child = Command::new(BIN)
         .args(["worker", "--nats", url, "--id", id, "--backend", "cpu"])
         .args(["--hold-result-ms", &hold_ms.to_string()])
+        .env("TMPDIR", dir)
         .stdout(Stdio::null())
         .stderr(log(dir, id))
         .spawn()

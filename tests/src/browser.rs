@@ -30,6 +30,7 @@ fn run(args: &[String], url: &str) -> String {
         std::process::id(),
         COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
     ));
+    let _ = std::fs::create_dir_all(&profile);
     let mut child = Command::new(chromium())
         .args([
             "--headless",
@@ -45,6 +46,8 @@ fn run(args: &[String], url: &str) -> String {
             "--virtual-time-budget=15000",
         ])
         .arg(format!("--user-data-dir={}", profile.display()))
+        // Chromium's own temporary files go into the profile, removed below.
+        .env("TMPDIR", &profile)
         .args(args)
         .arg(url)
         .stdout(Stdio::piped())

@@ -8,11 +8,13 @@
 //! over a TCP socket; [`browser`] drives headless Chromium for the notebook's browser
 //! tests (`server/tests/e2e/`), loading pages and reading their DOM; [`webdriver`]
 //! drives a Chromium session through `chromedriver` to move controls like a reader;
-//! [`nats`] runs a NATS server with JetStream on loopback for the cluster tests.
+//! [`nats`] runs a NATS server with JetStream on loopback for the cluster tests;
+//! [`scratch`] gives a test a folder that goes away when it passes.
 
 pub mod browser;
 pub mod cli;
 pub mod http;
 pub mod json;
 pub mod nats;
+pub mod scratch;
 pub mod webdriver;

@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 
 use crate::browser::{Gpu, chromium};
 use crate::http;
+use crate::scratch::Scratch;
 
 /// The element key of the W3C protocol.
 const ELEMENT_KEY: &str = "element-6066-11e4-a52e-4f735466cecf";
@@ -44,6 +45,9 @@ pub struct Browser {
     driver: Child,
     addr: String,
     session: String,
+    /// chromedriver's and Chromium's temporary folder (their `TMPDIR`): the session's
+    /// profile goes there, and goes away with it even when a process is killed.
+    _temp: Scratch,
 }
 
 /// An element found on the page.
@@ -61,8 +65,10 @@ impl Browser {
             .and_then(|l| l.local_addr())
             .map(|a| a.port())
             .expect("finding a free port");
+        let temp = Scratch::new(&format!("webdriver-{port}"));
         let driver = Command::new(chromedriver())
             .arg(format!("--port={port}"))
+            .env("TMPDIR", temp.path())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -96,6 +102,7 @@ impl Browser {
             driver,
             addr,
             session: String::new(),
+            _temp: temp,
         };
         let answer = browser.call("POST", "/session", &capabilities);
         answer["sessionId"]

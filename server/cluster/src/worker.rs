@@ -437,6 +437,7 @@ mod tests {
     use super::*;
     use crate::learner::Learner;
     use arlbook_tests::nats::NatsServer;
+    use arlbook_tests::scratch::Scratch;
     use arlbook_train::config::ModelConfig;
     use arlbook_train::learner::grpo::remote::RemoteRollouts;
 
@@ -445,13 +446,6 @@ mod tests {
             .enable_all()
             .build()
             .unwrap()
-    }
-
-    fn scratch(name: &str) -> std::path::PathBuf {
-        let dir = std::env::temp_dir().join(format!("arlbook-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
     }
 
     /// A learner and a worker reach the run on a broker that wants credentials
@@ -471,7 +465,7 @@ mod tests {
 
     #[test]
     fn a_broker_that_wants_a_token_serves_a_learner_and_a_worker_that_have_it() {
-        let dir = scratch("token");
+        let dir = Scratch::new("token");
         let nats = NatsServer::start_with_token(&dir.join("js"), "s3cret-token");
         let with = Broker {
             url: nats.url(),
@@ -487,7 +481,7 @@ mod tests {
 
     #[test]
     fn a_broker_that_wants_an_nkey_serves_a_learner_and_a_worker_that_sign_with_it() {
-        let dir = scratch("nkey");
+        let dir = Scratch::new("nkey");
         let user = nkeys::KeyPair::new_user();
         let nats = NatsServer::start_with_nkey(&dir.join("js"), &user.public_key());
         let seed_file = dir.join("user.nk");
@@ -518,7 +512,7 @@ mod tests {
 
     #[test]
     fn weights_whose_hash_differs_from_their_record_are_refused() {
-        let dir = scratch("hash");
+        let dir = Scratch::new("hash");
         let nats = NatsServer::start(&dir.join("js"));
         let broker = Broker {
             url: nats.url(),
