@@ -22,18 +22,12 @@ mod compute_cmd;
 mod env_cmd;
 mod figure_cmd;
 mod jobs;
+mod memory;
 mod output;
 mod serve;
 mod strict_json;
 
 mod train_cmd;
-
-/// burn's CPU backend allocates and frees a fresh buffer for nearly every tensor op.
-/// With the system allocator, the large ones are mapped and unmapped each time and
-/// the pages fault back in on first touch: on the trainer's benchmark that was about
-/// a fifth of the wall time. mimalloc keeps freed memory for reuse.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// arlbook: an interactive notebook on reinforcement learning for LLM agents.
 #[derive(Debug, Parser)]
@@ -86,11 +80,23 @@ fn main() -> ExitCode {
         Command::Figure(args) => figure_cmd::run(&args),
         Command::Serve(args) => serve::run(&args).map(|()| ExitCode::SUCCESS),
         Command::Env(args) => env_cmd::run(&args),
-        Command::Train(args) => train_cmd::run_train(&args),
-        Command::Worker(args) => cluster_cmd::run_worker(&args),
-        Command::Eval(args) => train_cmd::run_eval(&args),
+        Command::Train(args) => {
+            memory::keep_freed_memory();
+            train_cmd::run_train(&args)
+        }
+        Command::Worker(args) => {
+            memory::keep_freed_memory();
+            cluster_cmd::run_worker(&args)
+        }
+        Command::Eval(args) => {
+            memory::keep_freed_memory();
+            train_cmd::run_eval(&args)
+        }
         Command::TrainPlot(args) => train_cmd::run_plot(&args),
-        Command::BenchTrain(args) => train_cmd::run_bench(&args),
+        Command::BenchTrain(args) => {
+            memory::keep_freed_memory();
+            train_cmd::run_bench(&args)
+        }
     };
     match outcome {
         Ok(code) => code,

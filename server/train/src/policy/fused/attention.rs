@@ -15,6 +15,7 @@
 //! about half a block's work instead of half the matrix.
 
 use super::gemm::{Into, View, ViewMut, matmul};
+use super::vecmath::softmax_in_place;
 
 /// Query rows per block of the causal products.
 const BLOCK: usize = 64;
@@ -96,16 +97,7 @@ pub fn forward(shape: Shape, qkv: &[f32], probs: &mut [f32], context: &mut [f32]
 /// `row[..=i]` in place by its softmax, the rest of the row zero.
 fn softmax_causal(row: &mut [f32], i: usize) {
     let (seen, after) = row.split_at_mut(i + 1);
-    let max = seen.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    let mut sum = 0.0f32;
-    for x in seen.iter_mut() {
-        *x = (*x - max).exp();
-        sum += *x;
-    }
-    let inv = 1.0 / sum;
-    for x in seen.iter_mut() {
-        *x *= inv;
-    }
+    softmax_in_place(seen);
     after.fill(0.0);
 }
 

@@ -9,7 +9,10 @@
 //! ```
 //!
 //! The entropy is of the whole distribution at temperature `T`, without the nucleus
-//! mask, as the trainer logs and regularises it; `p` is the masked softmax.
+//! mask, as the trainer logs and regularises it; `p` is the masked softmax. `exp` is
+//! [`super::vecmath::exp`].
+
+use super::vecmath::exp;
 
 /// A masked logit, as `loss::token_logprobs` fills it.
 const MASKED: f32 = -1.0e9;
@@ -31,7 +34,7 @@ pub struct Saved {
 
 fn log_softmax(s: &[f32], out: &mut [f32]) {
     let max = s.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    let sum: f32 = s.iter().map(|&v| (v - max).exp()).sum();
+    let sum: f32 = s.iter().map(|&v| exp(v - max)).sum();
     let lse = max + sum.ln();
     for (o, &v) in out.iter_mut().zip(s) {
         *o = v - lse;
@@ -44,7 +47,7 @@ pub fn forward(z: &[f32], target: usize, temperature: f32, kept: Option<&[bool]>
     let scaled: Vec<f32> = z.iter().map(|&v| v / temperature).collect();
     let mut log_q = vec![0.0; z.len()];
     log_softmax(&scaled, &mut log_q);
-    let entropy = -log_q.iter().map(|&l| l.exp() * l).sum::<f32>();
+    let entropy = -log_q.iter().map(|&l| exp(l) * l).sum::<f32>();
     let (logp, p) = match kept {
         None => (log_q[target], None),
         Some(kept) => {
@@ -55,7 +58,7 @@ pub fn forward(z: &[f32], target: usize, temperature: f32, kept: Option<&[bool]>
                 .collect();
             let mut log_p = vec![0.0; z.len()];
             log_softmax(&masked, &mut log_p);
-            (log_p[target], Some(log_p.iter().map(|l| l.exp()).collect()))
+            (log_p[target], Some(log_p.iter().map(|&l| exp(l)).collect()))
         }
     };
     (
@@ -74,7 +77,7 @@ pub fn forward(z: &[f32], target: usize, temperature: f32, kept: Option<&[bool]>
 pub fn backward(saved: &Saved, temperature: f32, d_logp: f32, d_entropy: f32, dz: &mut [f32]) {
     let inv_t = 1.0 / temperature;
     for (j, (out, &lq)) in dz.iter_mut().zip(&saved.log_q).enumerate() {
-        let q = lq.exp();
+        let q = exp(lq);
         let p = saved.p.as_ref().map_or(q, |p| p[j]);
         let one = if j == saved.target { 1.0 } else { 0.0 };
         let kept = saved.kept.as_ref().is_none_or(|k| k[j]);

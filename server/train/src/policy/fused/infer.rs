@@ -17,6 +17,7 @@
 
 use super::gemm::{Into, View, ViewMut, matmul};
 use super::network::{add_into, dense};
+use super::vecmath::softmax_in_place;
 use super::weights::Weights;
 use super::{gelu, norm};
 
@@ -121,17 +122,10 @@ impl RowAttention<'_> {
                 let key = self.keys.row(j);
                 self.scale * query.iter().zip(key).map(|(a, b)| a * b).sum::<f32>()
             }));
-            let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-            let mut sum = 0.0f32;
-            for x in scores.iter_mut() {
-                *x = (*x - max).exp();
-                sum += *x;
-            }
-            let inv = 1.0 / sum;
+            softmax_in_place(scores);
             let row = &mut out[offset + r * stride..offset + r * stride + dh];
             row.fill(0.0);
-            for (j, &p) in scores.iter().enumerate() {
-                let weight = p * inv;
+            for (j, &weight) in scores.iter().enumerate() {
                 for (o, &v) in row.iter_mut().zip(self.values.row(j)) {
                     *o += weight * v;
                 }
@@ -157,16 +151,7 @@ impl RowAttention<'_> {
             for (r, row) in scores.chunks_exact_mut(seen).enumerate() {
                 let limit = self.old + start + r + 1;
                 let (visible, hidden) = row.split_at_mut(limit);
-                let max = visible.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-                let mut sum = 0.0f32;
-                for x in visible.iter_mut() {
-                    *x = (*x - max).exp();
-                    sum += *x;
-                }
-                let inv = 1.0 / sum;
-                for x in visible.iter_mut() {
-                    *x *= inv;
-                }
+                softmax_in_place(visible);
                 hidden.fill(0.0);
             }
             matmul(

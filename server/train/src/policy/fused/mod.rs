@@ -37,6 +37,7 @@ pub mod infer;
 pub mod network;
 pub mod norm;
 pub mod score;
+pub mod vecmath;
 pub mod weights;
 
 #[cfg(test)]
