@@ -8,7 +8,7 @@
 //! returns ("purges") memory unused for a moment, and the trainer's next step maps it
 //! again: 184,000 page faults in 120 SFT steps, the kernel clearing pages for 4% of
 //! SFT's time and 11% of GRPO's (`perf record` of `arlbook train`, two cores). With
-//! purging off (mimalloc's `purge_delay` option at -1) the same steps took 2,700.
+//! purging off (mimalloc's `purge_delay` option at -1) the same steps took about 2,600.
 //! The resident memory then stays at the run's peak, which is what a training
 //! process holds anyway; `serve` keeps the default and returns what it frees.
 
