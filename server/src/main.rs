@@ -72,31 +72,33 @@ fn default_burn_device_to_cpu() {
     }
 }
 
+impl Command {
+    /// Whether the command trains or evaluates a policy, the work for which freed
+    /// memory is kept for reuse (`memory::keep_freed_memory`).
+    fn runs_a_policy(&self) -> bool {
+        matches!(
+            self,
+            Self::Train(_) | Self::Worker(_) | Self::Eval(_) | Self::BenchTrain(_)
+        )
+    }
+}
+
 fn main() -> ExitCode {
     default_burn_device_to_cpu();
     let cli = Cli::parse();
+    if cli.command.runs_a_policy() {
+        memory::keep_freed_memory();
+    }
     let outcome = match cli.command {
         Command::Compute(args) => compute_cmd::run(&args),
         Command::Figure(args) => figure_cmd::run(&args),
         Command::Serve(args) => serve::run(&args).map(|()| ExitCode::SUCCESS),
         Command::Env(args) => env_cmd::run(&args),
-        Command::Train(args) => {
-            memory::keep_freed_memory();
-            train_cmd::run_train(&args)
-        }
-        Command::Worker(args) => {
-            memory::keep_freed_memory();
-            cluster_cmd::run_worker(&args)
-        }
-        Command::Eval(args) => {
-            memory::keep_freed_memory();
-            train_cmd::run_eval(&args)
-        }
+        Command::Train(args) => train_cmd::run_train(&args),
+        Command::Worker(args) => cluster_cmd::run_worker(&args),
+        Command::Eval(args) => train_cmd::run_eval(&args),
         Command::TrainPlot(args) => train_cmd::run_plot(&args),
-        Command::BenchTrain(args) => {
-            memory::keep_freed_memory();
-            train_cmd::run_bench(&args)
-        }
+        Command::BenchTrain(args) => train_cmd::run_bench(&args),
     };
     match outcome {
         Ok(code) => code,
