@@ -122,6 +122,56 @@ pub fn try_in_parts<T: Sync, R: Send, E: Send>(
     Ok(all)
 }
 
+/// `work` on every item of `items` on at most `threads` threads, each of which takes
+/// the next item nobody has taken yet, in the order of `items`, until none is left;
+/// the results come back in the order of `items`. A thread makes its own `state`
+/// once (e.g. a model replica) and hands it to `work` for every item it takes.
+///
+/// Where items cost different amounts, a queue balances what contiguous parts
+/// ([`try_in_parts`]) cannot: listing the costliest items first, a thread that
+/// finishes early takes the next one (longest-processing-time-first scheduling).
+/// Which thread runs an item never changes its result.
+///
+/// After an item fails, no thread takes another; the error returned is that of the
+/// first failing item in the order of `items` (every item before it was taken, since
+/// items are taken in order, so the choice does not depend on the timing).
+pub fn try_pulled<T: Sync, S, R: Send, E: Send>(
+    items: &[T],
+    threads: usize,
+    state: impl Fn() -> S + Sync,
+    work: impl Fn(&mut S, &T) -> Result<R, E> + Sync,
+) -> Result<Vec<R>, E> {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+    let threads = threads.clamp(1, items.len().max(1));
+    if threads == 1 {
+        let mut own = state();
+        return items.iter().map(|item| work(&mut own, item)).collect();
+    }
+    let next = AtomicUsize::new(0);
+    let failed = AtomicBool::new(false);
+    let worker = || {
+        let mut own = None;
+        let mut done: Vec<(usize, Result<R, E>)> = Vec::new();
+        while !failed.load(Ordering::Acquire) {
+            let index = next.fetch_add(1, Ordering::AcqRel);
+            let Some(item) = items.get(index) else { break };
+            let result = work(own.get_or_insert_with(&state), item);
+            if result.is_err() {
+                failed.store(true, Ordering::Release);
+            }
+            done.push((index, result));
+        }
+        done
+    };
+    let jobs: Vec<_> = (0..threads).map(|_| &worker).collect();
+    let mut all: Vec<(usize, Result<R, E>)> = run_all(jobs).into_iter().flatten().collect();
+    all.sort_by_key(|(index, _)| *index);
+    // Items are taken in order, so the results hold every index up to the last one
+    // taken; with no failure, that is every item.
+    all.into_iter().map(|(_, result)| result).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -188,5 +238,79 @@ mod tests {
     fn small_work_stays_on_one_thread() {
         assert_eq!(threads_for(10, 100), 1);
         assert!(threads_for(1000, 100) >= 1);
+    }
+    #[test]
+    fn pulled_results_come_back_in_order_with_one_state_per_thread() {
+        let items: Vec<u64> = (0..23).collect();
+        for threads in [1, 2, 3, 8, 100] {
+            let states = std::sync::atomic::AtomicUsize::new(0);
+            let squares = try_pulled(
+                &items,
+                threads,
+                || states.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+                |_, x| Ok::<_, String>(x * x),
+            )
+            .unwrap();
+            assert_eq!(squares, items.iter().map(|x| x * x).collect::<Vec<_>>());
+            let made = states.into_inner();
+            assert!(
+                made >= 1 && made <= threads.min(items.len()),
+                "{made} states"
+            );
+        }
+        let none = try_pulled(&[] as &[u64], 4, || (), |(), x| Ok::<_, String>(*x)).unwrap();
+        assert!(none.is_empty());
+    }
+
+    #[test]
+    fn pulled_returns_the_first_error_in_item_order() {
+        let items: Vec<u32> = (0..40).collect();
+        for threads in [1, 2, 4] {
+            let failed = try_pulled(
+                &items,
+                threads,
+                || (),
+                |(), &x| {
+                    if x == 7 || x == 30 {
+                        Err(format!("item {x}"))
+                    } else {
+                        Ok(x)
+                    }
+                },
+            );
+            assert_eq!(failed.unwrap_err(), "item 7", "{threads} threads");
+        }
+    }
+
+    #[test]
+    fn pulled_work_shares_the_items_between_threads() {
+        if available_threads() < 2 {
+            return;
+        }
+        // The first item blocks until another thread has taken an item: with contiguous
+        // parts both would sit in the same part's queue; with pulling, another thread
+        // takes the second item while the first still runs.
+        let taken = std::sync::atomic::AtomicUsize::new(0);
+        let ids = try_pulled(
+            &[0u32, 1],
+            2,
+            || std::thread::current().id(),
+            |id, &x| {
+                taken.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+                if x == 0 {
+                    let start = std::time::Instant::now();
+                    while taken.load(std::sync::atomic::Ordering::Acquire) < 2 {
+                        assert!(
+                            start.elapsed().as_secs() < 30,
+                            "the second item was never taken"
+                        );
+                        std::thread::yield_now();
+                    }
+                }
+                Ok::<_, String>(*id)
+            },
+        )
+        .unwrap();
+        assert_ne!(ids[0], ids[1]);
     }
 }

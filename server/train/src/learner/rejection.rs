@@ -16,13 +16,12 @@ use anyhow::{Result, bail};
 use arlbook_core::metrics::{MetricsRow, RowStage};
 use burn::prelude::*;
 
-use crate::config::SFT_MICROBATCH_EPISODES;
 use crate::learner::grpo::competence::TaskSampling;
 use crate::learner::grpo::remote::Source;
 use crate::learner::grpo::{collect, distinct};
 use crate::learner::optimizer::clip_global_norm;
 use crate::learner::recovery::Demonstration;
-use crate::learner::sft::demonstration_gradients;
+use crate::learner::sft::{demonstration_gradients, slice_episodes};
 use crate::run::trainer::Trainer;
 
 /// Runs rejection-sampling SFT from the current position to `rs.steps`.
@@ -66,7 +65,7 @@ pub fn run(trainer: &mut Trainer) -> Result<()> {
         if !kept.is_empty() {
             let mut refs: Vec<&Demonstration> = kept.iter().collect();
             let (loss, tokens, mut grads) =
-                demonstration_gradients(trainer, &mut refs, SFT_MICROBATCH_EPISODES)?;
+                demonstration_gradients(trainer, &mut refs, slice_episodes(&trainer.plain))?;
             if !loss.is_finite() {
                 bail!("rs step {step}: the loss is not finite ({loss})");
             }

@@ -28,6 +28,10 @@ use crate::policy::model::PolicyModel;
 /// fused CPU path, `crate::policy::fused`, builds no graph through the model and reads its
 /// weights once per step instead; the replicas then only carry the parameter ids.)
 ///
+/// Each thread takes the next microbatch nobody has taken yet, in microbatch order
+/// (`arlbook_core::parallel::try_pulled`), so callers whose microbatches differ in
+/// cost list the costliest first and the threads finish close together.
+///
 /// # Errors
 /// The first error of `work`, in microbatch order.
 pub fn accumulate_in_parallel<T: Sync, R: Send>(
@@ -47,13 +51,13 @@ pub fn accumulate_in_parallel<T: Sync, R: Send>(
         }
         return Ok((accumulator.grads(), values));
     }
-    let parts = arlbook_core::parallel::try_in_parts(microbatches, threads, |part| {
-        let replica = model.valid().train();
-        part.iter()
-            .map(|item| work(&replica, item))
-            .collect::<Result<Vec<_>>>()
-    })?;
-    for (grads, value) in parts {
+    let results = arlbook_core::parallel::try_pulled(
+        microbatches,
+        threads,
+        || model.valid().train(),
+        |replica, item| work(replica, item),
+    )?;
+    for (grads, value) in results {
         accumulator.accumulate(model, grads);
         values.push(value);
     }

@@ -7,12 +7,14 @@
 //! `k * B .. (k + 1) * B` of a shuffled order drawn from the seed, one fresh
 //! permutation per pass over the data, so a resumed run sees the same batches.
 //!
-//! A step's demonstrations are sorted by length and run through the model in slices
-//! of a few episodes, each padded only to its own longest episode; every slice adds
-//! its summed token loss divided by the step's total trained tokens, so the step's
-//! loss and gradient are those of one pass over the whole batch. The slices run on
-//! every core of the CPU backend (`crate::learner::replicas`), their gradients added in slice
-//! order.
+//! A step's demonstrations are sorted by length, longest first, and run through the
+//! model in slices of a few episodes (two on the CPU backend, eight on a GPU:
+//! `crate::config::SFT_CPU_SLICE_EPISODES`), each padded only to its own longest
+//! episode; every slice adds its summed token loss divided by the step's total trained
+//! tokens, so the step's loss and gradient are those of one pass over the whole batch.
+//! The slices run on every core of the CPU backend (`crate::learner::replicas`), each
+//! core taking the next slice when it finishes one, longest first, so the cores finish
+//! together; their gradients are added in slice order.
 //!
 //! With `sft.recovery_steps`, a second phase follows the `sft.steps` teacher steps:
 //! the model attempts `sft.recovery_tasks` training tasks with the teacher taking over
@@ -35,7 +37,7 @@ use arlbook_core::rng::RandomStream;
 use burn::optim::GradientsParams;
 use burn::prelude::*;
 
-use crate::config::{LrSchedule, SFT_MICROBATCH_EPISODES};
+use crate::config::{LrSchedule, SFT_CPU_SLICE_EPISODES, SFT_MICROBATCH_EPISODES};
 use crate::learner::batching::MicroBatch;
 use crate::learner::optimizer::{clip_global_norm, learning_rate};
 use crate::learner::recovery::{self, Demonstration};
@@ -239,7 +241,7 @@ fn run_phase(
         );
         let mut batch: Vec<&Demonstration> = indices.iter().map(|&i| &pool[i]).collect();
         let (loss_value, tokens, mut grads) =
-            demonstration_gradients(trainer, &mut batch, SFT_MICROBATCH_EPISODES)?;
+            demonstration_gradients(trainer, &mut batch, slice_episodes(&trainer.plain))?;
         if !loss_value.is_finite() {
             bail!("sft step {step}: the loss is not finite ({loss_value})");
         }
@@ -290,8 +292,18 @@ fn run_phase(
     Ok(())
 }
 
+/// Demonstrations per slice of a step on `device` (the module docs).
+pub(super) fn slice_episodes(device: &Device) -> usize {
+    if *device == Device::flex() {
+        SFT_CPU_SLICE_EPISODES
+    } else {
+        SFT_MICROBATCH_EPISODES
+    }
+}
+
 /// One SFT step's loss, trained-token count and gradients over `batch`, sorted by
-/// length in place and run `slice_episodes` at a time (the slicing of the module docs).
+/// length in place (longest first) and run `slice_episodes` at a time (the slicing of
+/// the module docs).
 ///
 /// # Errors
 /// When a slice's loss cannot be read back from the device.
@@ -300,7 +312,7 @@ pub(super) fn demonstration_gradients(
     batch: &mut [&Demonstration],
     slice_episodes: usize,
 ) -> Result<(f64, usize, GradientsParams)> {
-    batch.sort_by_key(|d| d.record.tokens.len());
+    batch.sort_by_key(|d| std::cmp::Reverse(d.record.tokens.len()));
     let tokens: usize = batch.iter().map(|d| d.trained_tokens()).sum();
     let slices: Vec<&[&Demonstration]> = batch.chunks(slice_episodes.max(1)).collect();
     let device = &trainer.device;
