@@ -239,6 +239,7 @@ mod tests {
         assert_eq!(threads_for(10, 100), 1);
         assert!(threads_for(1000, 100) >= 1);
     }
+
     #[test]
     fn pulled_results_come_back_in_order_with_one_state_per_thread() {
         let items: Vec<u64> = (0..23).collect();
