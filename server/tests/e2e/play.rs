@@ -51,20 +51,33 @@ fn play(checks: &mut Checks, browser: &Browser) {
         .data_attribute("grpo-run", "draws")
         .and_then(|d| d.parse::<u64>().ok())
         .unwrap_or(0);
+    // The step readout is read on every animation frame from here on, so the check
+    // below does not depend on polling fast enough to catch the ten frames that show
+    // the run's first steps.
+    browser.execute(
+        "window.__playedSteps = []; \
+         const sample = () => { \
+             const s = document.getElementById('grpo-run-step'); \
+             if (s !== null) window.__playedSteps.push(Number(s.dataset.value)); \
+             if (window.__playedSteps.length < 100000) requestAnimationFrame(sample); \
+         }; \
+         requestAnimationFrame(sample); \
+         return true;",
+        &[],
+    );
     browser.click(&button);
-    // The first frames show the run's start...
-    let started = browser.wait_for(
-        "const s = document.getElementById('grpo-run-step'); \
-         return s !== null && Number(s.dataset.value) <= 20 ? true : null;",
+    // Play has begun once a frame shows less than the whole run.
+    let begun = browser.wait_for(
+        "return window.__playedSteps.some(s => s < 200) ? true : null;",
         &[],
         Duration::from_secs(10),
     );
-    if started.is_none() {
+    if begun.is_none() {
         checks
             .failures
-            .push(format!("{page}: play never showed the run's first steps"));
+            .push(format!("{page}: play never left step 200"));
     }
-    // ...and the last ones the whole run again, with the slider at its end.
+    // The last frames show the whole run again, with the slider at its end.
     if browser
         .wait_for(WHOLE_AT, &[json!("grpo-run"), json!(200)], PATIENCE)
         .is_none()
@@ -72,6 +85,16 @@ fn play(checks: &mut Checks, browser: &Browser) {
         checks
             .failures
             .push(format!("{page}: play did not end on the whole run"));
+    }
+    // The first frames showed the run's start.
+    let earliest = browser.execute(
+        "return window.__playedSteps.length === 0 ? null : Math.min(...window.__playedSteps);",
+        &[],
+    );
+    if !earliest.as_f64().is_some_and(|step| step <= 20.0) {
+        checks.failures.push(format!(
+            "{page}: play never showed the run's first steps (earliest step shown: {earliest})"
+        ));
     }
     let slider = browser.execute(
         "return document.getElementById('grpo-run-input-shown').value;",
