@@ -51,15 +51,16 @@ fn play(checks: &mut Checks, browser: &Browser) {
         .data_attribute("grpo-run", "draws")
         .and_then(|d| d.parse::<u64>().ok())
         .unwrap_or(0);
-    // The step readout is read on every animation frame from here on, so the check
-    // below does not depend on polling fast enough to catch the ten frames that show
-    // the run's first steps.
+    // The smallest step the readout shows is kept, read on every animation frame from
+    // here on, so the check below does not depend on polling fast enough to catch the
+    // ten frames that show the run's first steps.
     browser.execute(
-        "window.__playedSteps = []; \
+        "window.__earliestStep = Infinity; \
          const sample = () => { \
              const s = document.getElementById('grpo-run-step'); \
-             if (s !== null) window.__playedSteps.push(Number(s.dataset.value)); \
-             if (window.__playedSteps.length < 100000) requestAnimationFrame(sample); \
+             if (s !== null) \
+                 window.__earliestStep = Math.min(window.__earliestStep, Number(s.dataset.value)); \
+             requestAnimationFrame(sample); \
          }; \
          requestAnimationFrame(sample); \
          return true;",
@@ -68,7 +69,7 @@ fn play(checks: &mut Checks, browser: &Browser) {
     browser.click(&button);
     // Play has begun once a frame shows less than the whole run.
     let begun = browser.wait_for(
-        "return window.__playedSteps.some(s => s < 200) ? true : null;",
+        "return window.__earliestStep < 200 ? true : null;",
         &[],
         Duration::from_secs(10),
     );
@@ -88,7 +89,7 @@ fn play(checks: &mut Checks, browser: &Browser) {
     }
     // The first frames showed the run's start.
     let earliest = browser.execute(
-        "return window.__playedSteps.length === 0 ? null : Math.min(...window.__playedSteps);",
+        "return Number.isFinite(window.__earliestStep) ? window.__earliestStep : null;",
         &[],
     );
     if !earliest.as_f64().is_some_and(|step| step <= 20.0) {
