@@ -180,10 +180,10 @@ mod tests {
     #[test]
     fn the_recorded_run_has_its_sft_grpo_and_validation_rows() {
         let run = Run::from_jsonl(RECORDED_RUN).unwrap();
-        assert_eq!(run.rows.len(), 1017);
+        assert_eq!(run.rows.len(), 1225);
         assert_eq!(run.of(Stage::Sft).count(), 600);
-        assert_eq!(run.of(Stage::Rl).count(), 400);
-        assert_eq!(run.of(Stage::Validation).count(), 17);
+        assert_eq!(run.of(Stage::Rl).count(), 600);
+        assert_eq!(run.of(Stage::Validation).count(), 25);
         let loss = run.series(Stage::Sft, |r| r.loss);
         assert_eq!(loss.len(), 600);
         assert_eq!(
@@ -192,7 +192,7 @@ mod tests {
             "every tenth SFT step"
         );
         assert!(loss[0].1 > loss[599].1, "SFT loss falls");
-        assert_eq!(run.last_step(), 400);
+        assert_eq!(run.last_step(), 600);
         // The last RL row's success, read from the file's text directly.
         let last: serde_json::Value = RECORDED_RUN
             .lines()

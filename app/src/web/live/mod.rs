@@ -94,7 +94,7 @@ fn Recorded(run: RwSignal<Run>) -> impl IntoView {
     view! {
         <p class="summary">
             "Recorded with " <code>"arlbook train --config configs/cpu-small.toml --seed 7"</code>
-            " on a 2-core CPU: 6,000 SFT steps (every tenth shown), then 400 GRPO steps with validation every 25. "
+            " on a 2-core CPU: 6,000 SFT steps (every tenth shown), then 600 GRPO steps with validation every 25. "
             "Run " <code>"arlbook serve"</code> " and open this chapter from it to start and watch runs of your own."
         </p>
         {error.map(|e| view! { <p class="error">{format!("The recorded run could not be read: {e}")}</p> })}
