@@ -88,13 +88,14 @@ pub fn LiveTraining() -> impl IntoView {
 fn Recorded(run: RwSignal<Run>) -> impl IntoView {
     let parsed = Run::from_jsonl(RECORDED_RUN);
     let error = parsed.as_ref().err().cloned();
+    let rl_steps = parsed.as_ref().map_or(0, Run::last_step);
     if let Ok(recorded) = parsed {
         run.set(recorded);
     }
     view! {
         <p class="summary">
             "Recorded with " <code>"arlbook train --config configs/cpu-small.toml --seed 7"</code>
-            " on a 2-core CPU: 6,000 SFT steps (every tenth shown), then 600 GRPO steps with validation every 25. "
+            {format!(" on a 2-core CPU: 6,000 SFT steps (every tenth shown), then {rl_steps} GRPO steps with validation every 25. ")}
             "Run " <code>"arlbook serve"</code> " and open this chapter from it to start and watch runs of your own."
         </p>
         {error.map(|e| view! { <p class="error">{format!("The recorded run could not be read: {e}")}</p> })}
