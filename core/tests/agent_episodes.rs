@@ -465,3 +465,45 @@ fn with_the_edit_tool_the_teacher_repairs_every_task_within_the_small_budgets() 
     );
     assert!(edits > 10 * writes, "{edits} edits, {writes} writes");
 }
+
+/// With `listing_on_refusal`, a refused edit's observation is the error line and then
+/// the listing exactly as `read_code()` prints it; an accepted edit's is unchanged;
+/// without the setting the error line stands alone.
+#[test]
+fn a_refused_edit_is_followed_by_the_listing_when_the_harness_says_so() {
+    let task = article_example();
+    let calls = vec![
+        "read_code()",
+        "edit(\"best = 7\", \"best = 1\")",
+        "edit(\"best = 0\", \"best = xs[0]\")",
+    ];
+    let episode = |listing_on_refusal| {
+        let config = HarnessConfig {
+            edit_tool: true,
+            listing_on_refusal,
+            ..HarnessConfig::default()
+        };
+        let mut policy = Scripted(calls.clone(), 0);
+        run_episode(&task, &mut policy, &config, EpisodeIds::default(), 0)
+    };
+    let with = episode(true);
+    let without = episode(false);
+    let listing = &with.calls[0].observation_text;
+    let error = "error: the code does not contain \"best = 7\"";
+    assert_eq!(without.calls[1].observation_text, error);
+    assert_eq!(
+        with.calls[1].observation_text,
+        format!("{error}\n{listing}")
+    );
+    assert_eq!(
+        with.calls[2].observation_text,
+        without.calls[2].observation_text
+    );
+    assert!(with.calls[2].observation_text.starts_with("ok:"));
+    assert_eq!(with.reward, 1.0);
+    // The teacher reads the listing after the error and makes the right edit at once.
+    let teacher = Teacher::for_harness(&task, &with.harness);
+    let next = teacher.decide(Some(&with.calls[1].observation_text));
+    assert!(matches!(next, ToolCall::EditText { .. }), "{next:?}");
+    assert_eq!(teacher.decide(Some(error)), ToolCall::ReadCode);
+}

@@ -91,6 +91,9 @@ struct HarnessArgs {
     /// Refuse edits that name a variable the starting listing does not contain.
     #[arg(long)]
     name_check: bool,
+    /// Follow a refused edit's error with the current listing.
+    #[arg(long)]
+    listing_on_refusal: bool,
 }
 
 impl HarnessArgs {
@@ -105,6 +108,7 @@ impl HarnessArgs {
             replace_tool: self.replace_tool,
             edit_tool: self.edit_tool,
             name_check: self.name_check,
+            listing_on_refusal: self.listing_on_refusal,
             ..HarnessConfig::default()
         })
     }

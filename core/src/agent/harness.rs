@@ -66,6 +66,11 @@ pub struct HarnessConfig {
     /// Whether an edit that names a variable absent from the starting listing is
     /// refused with an error observation. Default false.
     pub name_check: bool,
+    /// Whether the observation of a refused edit (any edit tool) goes on with the
+    /// current listing, as `read_code()` prints it, so the next call is made with the
+    /// code just above it, the way edit tools of coding agents show the file after a
+    /// failed edit. Default false: the error line alone.
+    pub listing_on_refusal: bool,
 }
 
 impl Default for HarnessConfig {
@@ -80,6 +85,7 @@ impl Default for HarnessConfig {
             replace_tool: false,
             edit_tool: false,
             name_check: false,
+            listing_on_refusal: false,
         }
     }
 }
@@ -150,24 +156,23 @@ enum Step {
     End(EndReason, String),
 }
 
-fn execute(env: &mut CodeEnv, call: &ToolCall, crashed: bool) -> Step {
+fn execute(env: &mut CodeEnv, call: &ToolCall, crashed: bool, config: &HarnessConfig) -> Step {
     if crashed {
         return Step::End(EndReason::EnvFault, FAULT_OBSERVATION.to_owned());
     }
-    match call {
-        ToolCall::RunTests => Step::Continue(env.run_tests()),
-        ToolCall::ReadCode => Step::Continue(env.read_code()),
-        ToolCall::WriteCode { line, text, mode } => {
-            Step::Continue(env.write_code(*line, text, *mode).unwrap_or_else(|e| e))
-        }
-        ToolCall::ReplaceText { line, old, new } => {
-            Step::Continue(env.replace_text(*line, old, new).unwrap_or_else(|e| e))
-        }
-        ToolCall::EditText { old, new } => {
-            Step::Continue(env.edit_text(old, new).unwrap_or_else(|e| e))
-        }
-        ToolCall::Finish => Step::End(EndReason::Finish, String::new()),
-    }
+    let edited = match call {
+        ToolCall::RunTests => return Step::Continue(env.run_tests()),
+        ToolCall::ReadCode => return Step::Continue(env.read_code()),
+        ToolCall::Finish => return Step::End(EndReason::Finish, String::new()),
+        ToolCall::WriteCode { line, text, mode } => env.write_code(*line, text, *mode),
+        ToolCall::ReplaceText { line, old, new } => env.replace_text(*line, old, new),
+        ToolCall::EditText { old, new } => env.edit_text(old, new),
+    };
+    Step::Continue(match edited {
+        Ok(text) => text,
+        Err(error) if config.listing_on_refusal => format!("{error}\n{}", env.read_code()),
+        Err(error) => error,
+    })
 }
 
 /// A generation cut to its first end token and the limit, decoded and parsed.
@@ -362,7 +367,7 @@ impl EpisodeRun {
                 let uses_executor = matches!(call, ToolCall::RunTests | ToolCall::Finish);
                 let crashed =
                     uses_executor && self.fault_rng.bernoulli(self.config.fault_probability);
-                execute(&mut self.env, call, crashed)
+                execute(&mut self.env, call, crashed, &self.config)
             }
         };
         let (observation, ended) = match step {

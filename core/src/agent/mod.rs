@@ -23,7 +23,8 @@
 //! - [`policy`] and [`derive`]: the trait the learned policy implements, a scripted
 //!   teacher whose repair is derived from the specification and the listing, and a
 //!   uniform-random baseline; [`replacement`]: the smallest `replace` call the teacher
-//!   writes when the harness has that tool.
+//!   writes when the harness has that tool; [`mistake`]: the teacher with one refused
+//!   edit before the right one (refused-edit demonstrations).
 //!
 //! ## Design
 //! - Compiles for wasm32: no processes, threads, files or clocks; every random choice
@@ -42,6 +43,7 @@ pub mod harness;
 pub mod interp;
 pub mod key;
 pub mod lang;
+pub mod mistake;
 pub mod policy;
 pub mod program;
 pub mod record;
@@ -56,6 +58,7 @@ pub use batch::{PaddedBatch, pad_records};
 pub use failure::{Diagnosis, FailureCause, diagnose};
 pub use harness::{EpisodeIds, EpisodeRun, HarnessConfig, run_episode};
 pub use key::{ProblemKey, Split, Tier, catalogue};
+pub use mistake::MistakenTeacher;
 pub use policy::{Generation, Policy, PolicyInfo, SamplingSettings, Teacher, UniformRandom};
 pub use record::{EndReason, EpisodeRecord, ModelCall, Span, SpanRole};
 pub use reward::{RewardScheme, turn_rewards};

@@ -130,7 +130,13 @@ impl Teacher {
         let Some(observation) = last_observation else {
             return ToolCall::RunTests;
         };
-        if let Some(code) = parse_listing(observation) {
+        // A listing, or a refused edit's error followed by the listing
+        // (`HarnessConfig::listing_on_refusal`).
+        let listed = parse_listing(observation).or_else(|| {
+            let (first, rest) = observation.split_once('\n')?;
+            first.starts_with("error:").then(|| parse_listing(rest))?
+        });
+        if let Some(code) = listed {
             return self.first_edit(&code).unwrap_or(ToolCall::RunTests);
         }
         let first_line = observation.lines().next().unwrap_or("");

@@ -136,6 +136,10 @@ pub struct SftConfig {
     /// Training tasks the model attempts once (at temperature 1) to collect the
     /// recovery demonstrations from. Default 512.
     pub recovery_tasks: usize,
+    /// Share of the demonstrations, drawn per task, in which the teacher's first edit
+    /// names a text the code does not contain and is refused before the right edit
+    /// (the loss starts after the refused call; see `learner::sft`). Default 0.
+    pub mistake_rate: f64,
     /// Probe the policy every this many SFT steps and at the last (0 = never): a
     /// `probe` metrics row with greedy validation success, its failures by cause and
     /// the teacher-forced accuracy by action part (see `train::probe`). Default 0.
@@ -163,6 +167,7 @@ impl Default for SftConfig {
             warmup_steps: 20,
             recovery_steps: 0,
             recovery_tasks: 512,
+            mistake_rate: 0.0,
             probe_every: 0,
             probe_tasks: 64,
         }
@@ -715,6 +720,11 @@ impl TrainConfig {
             "must be at least 1 when sft.recovery_steps is set",
         )?;
         require(
+            (0.0..=1.0).contains(&s.mistake_rate),
+            "sft.mistake_rate",
+            "must be in [0, 1]",
+        )?;
+        require(
             s.probe_every == 0 || s.probe_tasks >= 1,
             "sft.probe_tasks",
             "must be at least 1 when sft.probe_every is set",
@@ -1028,6 +1038,8 @@ mod tests {
         let err =
             TrainConfig::from_toml("[sft]\nrecovery_steps = 5\nrecovery_tasks = 0\n").unwrap_err();
         assert!(err.to_string().contains("sft.recovery_tasks"), "{err}");
+        let err = TrainConfig::from_toml("[sft]\nmistake_rate = 1.5\n").unwrap_err();
+        assert!(err.to_string().contains("sft.mistake_rate"), "{err}");
         let err = TrainConfig::from_toml("[grpo]\neps_low = nan\n").unwrap_err();
         assert!(err.to_string().contains("grpo.eps_low"), "{err}");
         let err = TrainConfig::from_toml("[grpo]\ngroup_size = 1000000000000\n").unwrap_err();

@@ -23,6 +23,11 @@
 //! The recovery demonstrations are saved in the run folder (`recovery.jsonl`) before
 //! the phase's first step, so a resumed run trains on the same ones.
 //!
+//! With `sft.mistake_rate`, that share of the demonstrations (drawn per task) are
+//! refused-edit demonstrations: the teacher's first edit names a text the code lacks,
+//! the harness refuses it, and the teacher goes on to the right edit; their loss
+//! starts after the refused call ([`arlbook_core::agent::mistake`]).
+//!
 //! With `sft.probe_every`, a `probe` row follows every that many steps and the last
 //! (validation success, failures by cause, teacher-forced accuracy by action part:
 //! [`crate::measure::probe`]), written before the step's checkpoint so a resumed run has it
@@ -31,7 +36,9 @@
 use std::time::Instant;
 
 use anyhow::{Result, bail};
-use arlbook_core::agent::{EpisodeIds, Split, Teacher, generate_task, run_episode};
+use arlbook_core::agent::{
+    EpisodeIds, MistakenTeacher, SpanRole, Split, Teacher, generate_task, run_episode,
+};
 use arlbook_core::metrics::{MetricsRow, RowStage};
 use arlbook_core::rng::RandomStream;
 use burn::optim::GradientsParams;
@@ -54,6 +61,8 @@ const ORDER_STREAM: u64 = 0x5F70_0000;
 const RECOVERY_ORDER_STREAM: u64 = 0x5F71_0000;
 /// File of the recovery demonstrations in the run folder.
 const RECOVERY_FILE: &str = "recovery.jsonl";
+/// Stream id base of the refused-edit draws (plus the demonstration index).
+const MISTAKE_STREAM: u64 = 0x5F72_0000_0000;
 /// Seed offset of the demonstration tasks.
 const TASK_SEED: u64 = 0x5F7_0000_0000;
 /// Gradient-norm clip for SFT.
@@ -83,17 +92,56 @@ pub fn demonstrations(
                 group_id: i as u64,
                 sample_id: 0,
             };
-            Demonstration::teacher(run_episode(
-                &task,
-                &mut teacher,
-                &config.harness,
-                ids,
-                i as u64,
-            ))
+            mistaken_demonstration(config, &task, &teacher, ids, i).unwrap_or_else(|| {
+                Demonstration::teacher(run_episode(
+                    &task,
+                    &mut teacher,
+                    &config.harness,
+                    ids,
+                    i as u64,
+                ))
+            })
         })
         .filter(|d| d.record.success())
         .collect();
     (demos, keys.len())
+}
+
+/// With `sft.mistake_rate`, for a share of the tasks drawn from stream
+/// `MISTAKE_STREAM + i`: the teacher's episode with one refused edit first
+/// ([`MistakenTeacher`]), trained from the call after the refusal. `None` where the
+/// draw says no, no mistaken text exists, or the episode fails or does not fit
+/// `model.context` (the task then gets the teacher's own episode).
+fn mistaken_demonstration(
+    config: &crate::config::TrainConfig,
+    task: &arlbook_core::agent::Task,
+    teacher: &Teacher,
+    ids: EpisodeIds,
+    i: usize,
+) -> Option<Demonstration> {
+    let rate = config.sft.mistake_rate;
+    if rate <= 0.0 {
+        return None;
+    }
+    let mut rng = RandomStream::new(config.seed, MISTAKE_STREAM.wrapping_add(i as u64));
+    if !rng.bernoulli(rate) {
+        return None;
+    }
+    let mut mistaken = MistakenTeacher::new(teacher.clone(), rng);
+    let record = run_episode(task, &mut mistaken, &config.harness, ids, i as u64);
+    let at = mistaken.mistake_at()?;
+    if !record.success() || record.tokens.len() > config.model.context {
+        return None;
+    }
+    let refused = record
+        .spans
+        .iter()
+        .filter(|span| span.role == SpanRole::Action)
+        .nth(at)?;
+    Some(Demonstration {
+        trained_from: refused.end,
+        record,
+    })
 }
 
 /// A uniformly random permutation of `0..count` (Fisher-Yates, `below(i + 1)` for
@@ -443,6 +491,50 @@ mod tests {
             "{norm_whole} vs {norm_sliced}"
         );
         let _ = std::fs::remove_dir_all(&out);
+    }
+
+    /// With `sft.mistake_rate = 1` the demonstrations start with a refused edit (where
+    /// a mistaken text exists), are trained only after it, and still succeed; with 0
+    /// they are the teacher's own episodes, as before the setting existed.
+    #[test]
+    fn refused_edit_demonstrations_are_trained_after_the_refusal() {
+        let mut config = TrainConfig::default();
+        config.harness.edit_tool = true;
+        config.harness.listing_on_refusal = true;
+        let (clean, _) = demonstrations(&config, 12);
+        assert!(clean.iter().all(|d| d.trained_from == 0));
+        config.sft.mistake_rate = 1.0;
+        let (mistaken, _) = demonstrations(&config, 12);
+        assert_eq!(mistaken.len(), clean.len());
+        let refused: Vec<_> = mistaken.iter().filter(|d| d.trained_from > 0).collect();
+        assert!(
+            refused.len() >= 9,
+            "{} of {}",
+            refused.len(),
+            mistaken.len()
+        );
+        for demo in refused {
+            assert!(demo.record.success());
+            let refusals: Vec<usize> = (0..demo.record.calls.len())
+                .filter(|&k| {
+                    demo.record.calls[k]
+                        .observation_text
+                        .starts_with("error: the code does not contain")
+                })
+                .collect();
+            assert_eq!(refusals.len(), 1, "one refused edit");
+            // The refused call is context: its action span ends at `trained_from`.
+            let refused_span = demo
+                .record
+                .spans
+                .iter()
+                .filter(|s| s.role == arlbook_core::agent::SpanRole::Action)
+                .nth(refusals[0])
+                .unwrap();
+            assert_eq!(refused_span.end, demo.trained_from);
+            assert!(demo.trained_tokens() < demo.record.generated_tokens());
+            assert!(demo.trained_tokens() > 0);
+        }
     }
 
     /// A demonstration taken over by the teacher is trained only from `trained_from`:
