@@ -70,6 +70,10 @@ struct SampleArgs {
 
 /// Harness settings on the command line.
 #[derive(Debug, Args)]
+#[allow(
+    clippy::struct_excessive_bools,
+    reason = "independent on/off flags, one per harness setting"
+)]
 struct HarnessArgs {
     /// Most model calls per episode.
     #[arg(long, default_value_t = 12)]

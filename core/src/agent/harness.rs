@@ -38,6 +38,10 @@ pub const FAULT_OBSERVATION: &str = "error: the executor crashed (environment fa
 /// The harness settings.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
+#[allow(
+    clippy::struct_excessive_bools,
+    reason = "independent on/off harness settings, each a TOML boolean of its own"
+)]
 pub struct HarnessConfig {
     /// Most model calls per episode. Default 12.
     pub max_turns: usize,

@@ -148,7 +148,7 @@ impl MistakenTeacher {
 impl Policy for MistakenTeacher {
     fn info(&self) -> PolicyInfo {
         let mut info = self.teacher.info();
-        info.version = "scripted-1-mistaken".to_owned();
+        "scripted-1-mistaken".clone_into(&mut info.version);
         info
     }
 
