@@ -177,11 +177,7 @@ mod tests {
     use super::*;
     use crate::agent::harness::{EpisodeIds, HarnessConfig, run_episode};
     use crate::agent::key::Split;
-    use crate::agent::task::generate_task;
-
-    fn code(lines: &[&str]) -> Vec<String> {
-        lines.iter().map(|l| (*l).to_owned()).collect()
-    }
+    use crate::agent::task::{article_example, generate_task};
 
     #[test]
     fn pieces_split_words_spaces_and_operators() {
@@ -192,16 +188,8 @@ mod tests {
 
     #[test]
     fn every_mistaken_text_is_absent_from_the_code_and_differs_in_one_piece() {
-        let listing = code(&[
-            "def f(xs):",
-            "best = 0",
-            "for x in xs:",
-            "if x > best:",
-            "best = x",
-            "end",
-            "end",
-            "return best",
-        ]);
+        // `def find_max(xs):`, `best = 0`, `for x in xs:`, `if x > best:`, ...
+        let listing = article_example().buggy_code;
         let texts = mistaken_texts(&listing, "best = 0");
         assert!(!texts.is_empty());
         for text in &texts {
