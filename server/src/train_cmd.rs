@@ -326,19 +326,23 @@ fn paired_text(p: &eval::Paired) -> String {
 }
 
 /// `failed 412 of 600: wrong_text 180, wrong_line 121, ...; 57 finished after failing
-/// tests`, causes with at least one episode, most frequent first.
+/// tests; 96 had an edit refused, 0 of them repaired`, causes with at least one
+/// episode, most frequent first.
 fn failures_text(failures: &eval::FailureBreakdown) -> String {
     let mut causes: Vec<(&String, &usize)> =
         failures.causes.iter().filter(|(_, n)| **n > 0).collect();
     causes.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
     let listed: Vec<String> = causes.iter().map(|(c, n)| format!("{c} {n}")).collect();
     format!(
-        "failed {} of {}{}{}; {} finished after failing tests",
+        "failed {} of {}{}{}; {} finished after failing tests; {} had an edit refused, \
+         {} of them repaired",
         failures.failed,
         failures.episodes,
         if listed.is_empty() { "" } else { ": " },
         listed.join(", "),
-        failures.finished_after_failing_tests
+        failures.finished_after_failing_tests,
+        failures.refused_edit_episodes,
+        failures.repaired_after_refusal
     )
 }
 

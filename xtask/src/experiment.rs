@@ -321,10 +321,15 @@ fn failure_table(text: &mut String, results: &[SeedResult]) {
     ];
     let _ = writeln!(
         text,
-        "\n| seed | arm | failed / episodes | {} | finished after failing tests |",
+        "\n| seed | arm | failed / episodes | {} | finished after failing tests | \
+         episodes with an edit refused (repaired) |",
         causes.join(" | ")
     );
-    let _ = writeln!(text, "|---:|---|---:|{}---:|", "---:|".repeat(causes.len()));
+    let _ = writeln!(
+        text,
+        "|---:|---|---:|{}---:|---:|",
+        "---:|".repeat(causes.len())
+    );
     for r in results {
         for arm in r.report["arms"].as_array().into_iter().flatten() {
             let f = &arm["failures"];
@@ -338,7 +343,13 @@ fn failure_table(text: &mut String, results: &[SeedResult]) {
             for cause in causes {
                 let _ = write!(row, " {} |", f["causes"][cause]);
             }
-            let _ = writeln!(text, "{row} {} |", f["finished_after_failing_tests"]);
+            let _ = writeln!(
+                text,
+                "{row} {} | {} ({}) |",
+                f["finished_after_failing_tests"],
+                f["refused_edit_episodes"],
+                f["repaired_after_refusal"]
+            );
         }
     }
     let _ = writeln!(text);

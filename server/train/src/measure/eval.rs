@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Result, bail};
 use arlbook_core::agent::{
-    EpisodeIds, EpisodeRecord, FailureCause, Split, Task, diagnose, generate_task,
+    EpisodeIds, EpisodeRecord, FailureCause, Split, Task, ToolCall, diagnose, generate_task,
 };
 use arlbook_core::math::eval::{
     Z_95, cluster_bootstrap_mean_ci, clustered_mean_se, clusters_of, pass_at_k,
@@ -144,6 +144,25 @@ pub struct FailureBreakdown {
     /// Failed episodes that ran the visible tests after their last edit, saw one
     /// fail, and called `finish` anyway (any cause).
     pub finished_after_failing_tests: usize,
+    /// Episodes, failed or not, in which the harness refused at least one edit call
+    /// (`write_code`, `replace` or `edit` answered with `error:`).
+    pub refused_edit_episodes: usize,
+    /// Of those, the episodes that still repaired the task.
+    pub repaired_after_refusal: usize,
+}
+
+/// Whether the harness refused one of `record`'s edit calls.
+fn has_refused_edit(record: &EpisodeRecord) -> bool {
+    record.calls.iter().any(|call| {
+        matches!(
+            call.call,
+            Some(
+                ToolCall::WriteCode { .. }
+                    | ToolCall::ReplaceText { .. }
+                    | ToolCall::EditText { .. }
+            )
+        ) && call.observation_text.starts_with("error:")
+    })
 }
 
 impl FailureBreakdown {
@@ -158,6 +177,10 @@ impl FailureBreakdown {
         };
         for record in records {
             out.episodes += 1;
+            if has_refused_edit(record) {
+                out.refused_edit_episodes += 1;
+                out.repaired_after_refusal += usize::from(record.success());
+            }
             if let Some(diagnosis) = diagnose(&tasks[record.group_id as usize], record) {
                 out.failed += 1;
                 *out.causes
@@ -548,6 +571,68 @@ const MAX_SAMPLES: usize = 4096;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Emits fixed calls in order, each followed by the end token.
+    struct Calls(Vec<&'static str>);
+
+    impl arlbook_core::agent::Policy for Calls {
+        fn info(&self) -> arlbook_core::agent::PolicyInfo {
+            arlbook_core::agent::Teacher::new(&arlbook_core::agent::article_example()).info()
+        }
+        fn next_tokens(
+            &mut self,
+            _: &[u32],
+            max_new: usize,
+            _: &mut arlbook_core::rng::RandomStream,
+        ) -> arlbook_core::agent::Generation {
+            let text = if self.0.is_empty() {
+                "finish()"
+            } else {
+                self.0.remove(0)
+            };
+            arlbook_core::agent::policy::scripted(text, max_new)
+        }
+    }
+
+    /// Episodes with a refused edit are counted whatever their outcome, and those that
+    /// still repaired the task are counted apart; an accepted edit is not a refusal.
+    #[test]
+    fn the_breakdown_counts_refused_edits_and_the_repairs_after_them() {
+        let task = arlbook_core::agent::article_example();
+        let harness = arlbook_core::agent::HarnessConfig {
+            edit_tool: true,
+            ..arlbook_core::agent::HarnessConfig::default()
+        };
+        let episode = |calls: Vec<&'static str>| {
+            arlbook_core::agent::run_episode(
+                &task,
+                &mut Calls(calls),
+                &harness,
+                EpisodeIds::default(),
+                0,
+            )
+        };
+        let refused = "edit(\"best = 7\", \"best = 1\")";
+        let right = "edit(\"best = 0\", \"best = xs[0]\")";
+        let records = [
+            episode(vec![refused, right]),
+            episode(vec![refused]),
+            episode(vec![right]),
+            episode(vec!["write_code(9, \"x = 1\")"]),
+        ];
+        assert_eq!(
+            records
+                .iter()
+                .map(EpisodeRecord::success)
+                .collect::<Vec<_>>(),
+            [true, false, true, false]
+        );
+        let tasks = [task.clone()];
+        let breakdown = FailureBreakdown::of(&tasks, &records);
+        assert_eq!((breakdown.episodes, breakdown.failed), (4, 2));
+        assert_eq!(breakdown.refused_edit_episodes, 3);
+        assert_eq!(breakdown.repaired_after_refusal, 1);
+    }
 
     #[test]
     fn pairs_put_every_arm_against_the_first_then_earlier_against_later() {
