@@ -97,6 +97,21 @@ struct AppliedEdit<'a> {
     text: &'a str,
 }
 
+/// Whether the harness refused one of `record`'s edit calls (`write_code`, `replace`
+/// or `edit` answered with `error:`), whatever the episode's outcome.
+pub fn has_refused_edit(record: &EpisodeRecord) -> bool {
+    record.calls.iter().any(|model_call| {
+        matches!(
+            model_call.call,
+            Some(
+                ToolCall::WriteCode { .. }
+                    | ToolCall::ReplaceText { .. }
+                    | ToolCall::EditText { .. }
+            )
+        ) && model_call.observation_text.starts_with("error:")
+    })
+}
+
 /// The edits of `record` the environment applied (its observation starts with `ok:`).
 fn applied_edits(record: &EpisodeRecord) -> Vec<AppliedEdit<'_>> {
     record

@@ -12,42 +12,15 @@
 //! context and never a target (`trained_from` in the trainer's SFT).
 
 use super::action::ToolCall;
+use super::env::parse_listing;
 use super::lang::variable_names;
 use super::policy::{Generation, Policy, PolicyInfo, Teacher, last_observation, scripted};
-use super::replacement::occurrences;
+use super::replacement::{occurrences, pieces};
 use crate::rng::RandomStream;
 
 /// Operators a changed operator is drawn among (same class: comparisons, arithmetic).
 const COMPARISONS: [&str; 6] = ["<", "<=", ">", ">=", "==", "!="];
 const ARITHMETIC: [&str; 4] = ["+", "-", "*", "%"];
-
-/// The pieces of `text`: runs of letters, digits and `_`, runs of spaces, and runs of
-/// other characters (operators and brackets).
-fn pieces(text: &str) -> Vec<&str> {
-    fn class(c: char) -> u8 {
-        if c.is_ascii_alphanumeric() || c == '_' {
-            0
-        } else if c == ' ' {
-            1
-        } else {
-            2
-        }
-    }
-    let mut out = Vec::new();
-    let mut start = 0;
-    let chars: Vec<(usize, char)> = text.char_indices().collect();
-    for window in chars.windows(2) {
-        let ((_, a), (at, b)) = (window[0], window[1]);
-        if class(a) != class(b) {
-            out.push(&text[start..at]);
-            start = at;
-        }
-    }
-    if !text.is_empty() {
-        out.push(&text[start..]);
-    }
-    out
-}
 
 /// What a piece may be changed into: another small number, another operator of its
 /// class, or another name of the listing.
@@ -77,7 +50,8 @@ fn alternatives(piece: &str, names: &[String]) -> Vec<String> {
     Vec::new()
 }
 
-/// Texts the right edit's `old` could be mistaken for: `old` with one piece changed,
+/// Texts the right edit's `old` could be mistaken for: `old` with one piece (the
+/// teacher's own cut, [`super::replacement`]) changed,
 /// none of them found anywhere in `code` (so `edit` refuses each), deduplicated, in
 /// a fixed order.
 pub fn mistaken_texts(code: &[String], old: &str) -> Vec<String> {
@@ -129,10 +103,13 @@ impl MistakenTeacher {
         self.mistake_at
     }
 
-    fn mistake(&mut self, context_code: Option<Vec<String>>, call: &ToolCall) -> Option<ToolCall> {
-        let (ToolCall::EditText { old, new }, Some(code)) = (call, context_code) else {
+    /// The mistaken version of `call`, when it is an `edit` made right after the
+    /// listing `observation`.
+    fn mistake(&mut self, observation: Option<&str>, call: &ToolCall) -> Option<ToolCall> {
+        let ToolCall::EditText { old, new } = call else {
             return None;
         };
+        let code = parse_listing(observation?)?;
         let texts = mistaken_texts(&code, old);
         if texts.is_empty() {
             return None;
@@ -160,12 +137,11 @@ impl Policy for MistakenTeacher {
     ) -> Generation {
         let observation = last_observation(context);
         let mut call = self.teacher.decide(observation.as_deref());
-        if self.mistake_at.is_none() {
-            let code = observation.as_deref().and_then(super::env::parse_listing);
-            if let Some(wrong) = self.mistake(code, &call) {
-                self.mistake_at = Some(self.calls);
-                call = wrong;
-            }
+        if self.mistake_at.is_none()
+            && let Some(wrong) = self.mistake(observation.as_deref(), &call)
+        {
+            self.mistake_at = Some(self.calls);
+            call = wrong;
         }
         self.calls += 1;
         scripted(&call.to_text(), max_new_tokens)

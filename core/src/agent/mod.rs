@@ -55,7 +55,7 @@ pub mod tokenizer;
 
 pub use action::{EditMode, ToolCall, parse_call};
 pub use batch::{PaddedBatch, pad_records};
-pub use failure::{Diagnosis, FailureCause, diagnose};
+pub use failure::{Diagnosis, FailureCause, diagnose, has_refused_edit};
 pub use harness::{EpisodeIds, EpisodeRun, HarnessConfig, run_episode};
 pub use key::{ProblemKey, Split, Tier, catalogue};
 pub use mistake::MistakenTeacher;

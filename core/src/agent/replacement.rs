@@ -46,7 +46,7 @@ fn piece_bounds(line: &str) -> Vec<usize> {
 }
 
 /// The pieces of `line`.
-fn pieces(line: &str) -> Vec<&str> {
+pub(crate) fn pieces(line: &str) -> Vec<&str> {
     piece_bounds(line)
         .windows(2)
         .map(|w| &line[w[0]..w[1]])

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Result, bail};
 use arlbook_core::agent::{
-    EpisodeIds, EpisodeRecord, FailureCause, Split, Task, ToolCall, diagnose, generate_task,
+    EpisodeIds, EpisodeRecord, FailureCause, Split, Task, diagnose, generate_task, has_refused_edit,
 };
 use arlbook_core::math::eval::{
     Z_95, cluster_bootstrap_mean_ci, clustered_mean_se, clusters_of, pass_at_k,
@@ -149,20 +149,6 @@ pub struct FailureBreakdown {
     pub refused_edit_episodes: usize,
     /// Of those, the episodes that still repaired the task.
     pub repaired_after_refusal: usize,
-}
-
-/// Whether the harness refused one of `record`'s edit calls.
-fn has_refused_edit(record: &EpisodeRecord) -> bool {
-    record.calls.iter().any(|call| {
-        matches!(
-            call.call,
-            Some(
-                ToolCall::WriteCode { .. }
-                    | ToolCall::ReplaceText { .. }
-                    | ToolCall::EditText { .. }
-            )
-        ) && call.observation_text.starts_with("error:")
-    })
 }
 
 impl FailureBreakdown {
