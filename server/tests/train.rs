@@ -329,6 +329,8 @@ fn tiny_with_arms() -> String {
 [rs]
 steps = 4
 learning_rate = 1e-3
+lr_schedule = \"cosine\"
+warmup_steps = 1
 
 [selection]
 enabled = true
@@ -426,6 +428,17 @@ fn arms_start_from_the_checkpoint_chosen_on_validation_and_eval_clusters_by_key(
         // The same collector and batch size as GRPO, no filter: 2 tasks x 3 rollouts.
         assert_eq!(row["rollouts_sampled"], 6, "{row}");
         assert!(row["rollouts_used"].as_u64().unwrap() <= 6);
+        // One warm-up step to the peak 1e-3, then a cosine over the other three to a
+        // tenth of it: 1e-3, 1e-3, 1e-4 + 9e-4 (1 + cos(pi / 3)) / 2, ... (logged
+        // also at a step whose batch has no success to train on).
+        let step = row["step"].as_u64().unwrap();
+        let progress = step.saturating_sub(2) as f64 / 3.0;
+        let expected = 1e-4 + 9e-4 * 0.5 * (1.0 + (std::f64::consts::PI * progress).cos());
+        let lr = row["lr"].as_f64().unwrap();
+        assert!(
+            (lr - expected).abs() < 1e-12,
+            "step {step}: lr {lr}, expected {expected}"
+        );
     }
     assert!(
         rs_rows
@@ -557,6 +570,7 @@ fn config_errors_name_the_field_and_exit_nonzero() {
         ("[grpo]\nunknown_knob = 1\n", "unknown_knob"),
         ("[selection]\nsft_steps = [0]\n", "selection.sft_steps"),
         ("[rs]\nlearning_rate = 2.0\n", "rs.learning_rate"),
+        ("[rs]\nlr_schedule = \"linear\"\n", "lr_schedule"),
         ("arm = \"ppo\"\n", "arm"),
         ("[grpo]\nentropy_coef = -0.1\n", "grpo.entropy_coef"),
         ("[grpo]\nimportance_cap = 0.0\n", "grpo.importance_cap"),

@@ -409,8 +409,13 @@ impl Default for ValidationConfig {
 pub struct RsConfig {
     /// Optimizer steps (one collected batch each). Default 40.
     pub steps: usize,
-    /// Constant learning rate. Default 1e-4.
+    /// Peak learning rate. Default 1e-4.
     pub learning_rate: f64,
+    /// Learning-rate schedule over `steps` (as GRPO's, so the two arms can be run
+    /// alike). Default `constant`.
+    pub lr_schedule: LrSchedule,
+    /// Linear warm-up steps. Default 0.
+    pub warmup_steps: usize,
 }
 
 impl Default for RsConfig {
@@ -418,6 +423,8 @@ impl Default for RsConfig {
         Self {
             steps: 40,
             learning_rate: 1e-4,
+            lr_schedule: LrSchedule::Constant,
+            warmup_steps: 0,
         }
     }
 }
@@ -908,6 +915,7 @@ impl TrainConfig {
             (g.edge_recent_steps, "grpo.edge_recent_steps", MAX_STEPS),
             (g.edge_max_draws, "grpo.edge_max_draws", 10_000),
             (g.warmup_steps, "grpo.warmup_steps", MAX_STEPS),
+            (self.rs.warmup_steps, "rs.warmup_steps", MAX_STEPS),
             (h.max_turns, "harness.max_turns", 1000),
             (h.max_new_tokens, "harness.max_new_tokens", 8192),
             (h.max_malformed, "harness.max_malformed", 1000),

@@ -7,8 +7,10 @@
 //! dynamic-sampling filter, so no refills), then takes one optimizer step on the mean
 //! negative log-likelihood of the action tokens of the **successful** rollouts only,
 //! the SFT loss of [`crate::learner::sft`] on the policy's own successes. A batch without a
-//! success makes no update. The metrics row says how many rollouts were generated and
-//! how many were kept.
+//! success makes no update. The rate is `rs.learning_rate` on `rs.lr_schedule` with
+//! `rs.warmup_steps` (as GRPO's, `crate::learner::optimizer::learning_rate`), logged at
+//! every step. The metrics row says how many rollouts were generated and how many
+//! were kept.
 
 use std::time::Instant;
 
@@ -19,7 +21,7 @@ use burn::prelude::*;
 use crate::learner::grpo::competence::TaskSampling;
 use crate::learner::grpo::remote::Source;
 use crate::learner::grpo::{collect, distinct};
-use crate::learner::optimizer::clip_global_norm;
+use crate::learner::optimizer::{clip_global_norm, learning_rate};
 use crate::learner::recovery::Demonstration;
 use crate::learner::sft::{demonstration_gradients, slice_episodes};
 use crate::run::trainer::Trainer;
@@ -62,6 +64,16 @@ pub fn run(trainer: &mut Trainer) -> Result<()> {
         if config.grpo.task_sampling == TaskSampling::Edge {
             row.edge_skipped = Some(batch.edge_skipped.clone());
         }
+        // The schedule's rate at this step, logged also when no success makes an update.
+        let rs = &config.rs;
+        let lr = learning_rate(
+            rs.learning_rate,
+            step,
+            rs.warmup_steps,
+            steps,
+            rs.lr_schedule,
+        );
+        row.lr = Some(lr);
         if !kept.is_empty() {
             let mut refs: Vec<&Demonstration> = kept.iter().collect();
             let (loss, tokens, mut grads) =
@@ -70,12 +82,10 @@ pub fn run(trainer: &mut Trainer) -> Result<()> {
                 bail!("rs step {step}: the loss is not finite ({loss})");
             }
             let grad_norm = clip_global_norm(&trainer.model, &mut grads, config.grpo.grad_clip)?;
-            let lr = config.rs.learning_rate;
             trainer.model = trainer.optim.step(lr, trainer.model.clone(), grads);
             row.loss = Some(loss);
             row.trained_tokens = Some(tokens);
             row.grad_norm = Some(grad_norm);
-            row.lr = Some(lr);
         }
         trainer.position.step += 1;
         row.collect_s = Some(collect_s);
