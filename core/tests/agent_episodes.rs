@@ -377,16 +377,7 @@ fn edit_tokens(record: &EpisodeRecord) -> usize {
     record
         .calls
         .iter()
-        .filter(|c| {
-            matches!(
-                c.call,
-                Some(
-                    ToolCall::WriteCode { .. }
-                        | ToolCall::ReplaceText { .. }
-                        | ToolCall::EditText { .. }
-                )
-            )
-        })
+        .filter(|c| c.call.as_ref().is_some_and(ToolCall::is_edit))
         .map(|c| c.generated_ids.len())
         .sum()
 }

@@ -73,6 +73,14 @@ pub enum ToolCall {
 }
 
 impl ToolCall {
+    /// Whether the call changes the code (`write_code`, `replace` or `edit`).
+    pub fn is_edit(&self) -> bool {
+        matches!(
+            self,
+            ToolCall::WriteCode { .. } | ToolCall::ReplaceText { .. } | ToolCall::EditText { .. }
+        )
+    }
+
     /// The tool's name as the policy writes it.
     pub fn tool_name(&self) -> &'static str {
         match self {
@@ -293,6 +301,12 @@ mod tests {
         ];
         for call in calls {
             assert_eq!(parse_call(&call.to_text()), Ok(call.clone()));
+            let edits = ["write_code", "replace", "edit"];
+            assert_eq!(
+                call.is_edit(),
+                edits.contains(&call.tool_name()),
+                "{call:?}"
+            );
         }
     }
 

@@ -101,14 +101,8 @@ struct AppliedEdit<'a> {
 /// or `edit` answered with `error:`), whatever the episode's outcome.
 pub fn has_refused_edit(record: &EpisodeRecord) -> bool {
     record.calls.iter().any(|model_call| {
-        matches!(
-            model_call.call,
-            Some(
-                ToolCall::WriteCode { .. }
-                    | ToolCall::ReplaceText { .. }
-                    | ToolCall::EditText { .. }
-            )
-        ) && model_call.observation_text.starts_with("error:")
+        model_call.call.as_ref().is_some_and(ToolCall::is_edit)
+            && model_call.observation_text.starts_with("error:")
     })
 }
 
