@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use arlbook_core::agent::Split;
 use clap::Args;
 
-use arlbook_train::config::{BackendChoice, TrainConfig};
+use arlbook_train::config::{BackendChoice, PositionKind, TrainConfig};
 use arlbook_train::device;
 use arlbook_train::measure::eval::{self, EvalPlan, Report};
 use arlbook_train::run::checkpoint;
@@ -395,6 +395,9 @@ pub struct BenchArgs {
     /// Positions.
     #[arg(long, default_value_t = 640)]
     pub context: usize,
+    /// learned (a position table) or rotary (queries and keys turned by position).
+    #[arg(long, default_value = "learned", value_parser = names_parser!(PositionKind))]
+    pub positions: PositionKind,
     /// Sequences per GRPO step.
     #[arg(long, default_value_t = 64)]
     pub rows: usize,
@@ -439,6 +442,7 @@ pub fn run_bench(args: &BenchArgs) -> Result<ExitCode> {
         width: args.width,
         heads: args.heads,
         context: args.context,
+        positions: args.positions,
     };
     if args.prompt + args.new_tokens > args.context {
         anyhow::bail!("--prompt + --new-tokens must be at most --context");

@@ -524,6 +524,7 @@ mod tests {
                 width: 16,
                 heads: 2,
                 context: 640,
+                ..ModelConfig::default()
             },
             ..TrainConfig::default()
         };

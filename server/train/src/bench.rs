@@ -407,6 +407,7 @@ mod tests {
             width: 16,
             heads: 2,
             context: 64,
+            ..ModelConfig::default()
         };
         let policy = PolicyModel::new(&config, vocab(), &device);
         let mut rng = RandomStream::new(5, 0);

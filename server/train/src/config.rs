@@ -91,6 +91,25 @@ pub enum RlArm {
     Rs,
 }
 
+/// How the transformer knows where a token sits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum PositionKind {
+    /// A learned embedding per position, added to the token's (GPT-2).
+    #[default]
+    Learned,
+    /// Rotary positions (Su et al. 2021): each head's queries and keys turned by
+    /// angles proportional to their positions, so a score depends on the offset between
+    /// query and key; no position table.
+    Rotary,
+}
+
+named_variants!(
+    PositionKind,
+    "position kind",
+    [("learned", Learned), ("rotary", Rotary)]
+);
+
 /// The transformer's shape.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -103,6 +122,8 @@ pub struct ModelConfig {
     pub heads: usize,
     /// Positions the model knows (at least `harness.max_context_tokens`). Default 640.
     pub context: usize,
+    /// `learned` (default) or `rotary`.
+    pub positions: PositionKind,
 }
 
 impl Default for ModelConfig {
@@ -112,6 +133,7 @@ impl Default for ModelConfig {
             width: 96,
             heads: 4,
             context: 640,
+            positions: PositionKind::Learned,
         }
     }
 }
@@ -713,6 +735,11 @@ impl TrainConfig {
             "must be at least harness.max_context_tokens",
         )?;
         require(m.context <= 8192, "model.context", "must be at most 8192")?;
+        require(
+            m.positions == PositionKind::Learned || (m.width / m.heads).is_multiple_of(2),
+            "model.positions",
+            "rotary positions need an even head width (model.width / model.heads)",
+        )?;
         self.validate_harness()?;
         let s = &self.sft;
         require(
@@ -758,6 +785,7 @@ impl TrainConfig {
             layers: self.model.layers,
             width: self.model.width,
             heads: self.model.heads,
+            position_table: self.model.positions == PositionKind::Learned,
             rows: g.microbatch_rows.max(SFT_MICROBATCH_EPISODES),
             reference: g.kl_beta > 0.0,
             rollouts: g.tasks_per_batch * g.group_size * (g.max_refill_rounds + 1),

@@ -4,7 +4,7 @@
 //! machine runs out of memory.
 //!
 //! Parameters `P = V d + C d + L (12 d^2 + 13 d) + 2 d + d V + V` (token and position
-//! embeddings, per block the fused QKV, output, 4x MLP and two layer norms, the final
+//! embeddings, the `C d` only with a learned position table, per block the fused QKV, output, 4x MLP and two layer norms, the final
 //! norm and the head; `V` the vocabulary, `C` the context, `L` layers, `d` width).
 //! Training memory in f32: `4 P` for weights, gradients and AdamW's two moments, `P`
 //! more for a KL reference, plus one microbatch's activations,
@@ -28,6 +28,8 @@ pub struct Shape {
     pub width: usize,
     /// `model.heads`.
     pub heads: usize,
+    /// Whether the model has a learned position table (`model.positions = "learned"`).
+    pub position_table: bool,
     /// Rows of the largest microbatch (GRPO's `microbatch_rows` or SFT's episodes).
     pub rows: usize,
     /// Whether a KL reference (a second copy of the weights) is kept.
@@ -65,7 +67,8 @@ pub fn estimate(shape: &Shape) -> Footprint {
         shape.width as f64,
         shape.heads as f64,
     );
-    let parameters = v * d + c * d + l * (12.0 * d * d + 13.0 * d) + 2.0 * d + d * v + v;
+    let table = if shape.position_table { c * d } else { 0.0 };
+    let parameters = v * d + table + l * (12.0 * d * d + 13.0 * d) + 2.0 * d + d * v + v;
     let copies = if shape.reference { 5.0 } else { 4.0 };
     let activations = shape.rows as f64 * c * (l * (16.0 * d + 2.0 * h * c) + 3.0 * v);
     Footprint {

@@ -183,6 +183,7 @@ fn flex_and_wgpu_agree_on_the_same_weights() {
         width: 32,
         heads: 2,
         context: 64,
+        ..ModelConfig::default()
     };
     let on_flex = PolicyModel::new(&config, vocab(), &flex);
 

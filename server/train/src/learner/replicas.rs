@@ -110,6 +110,7 @@ pub(crate) mod tests {
             width: 16,
             heads: 2,
             context: 32,
+            ..ModelConfig::default()
         };
         let model = PolicyModel::new(&config, vocab(), &device);
         let v = vocab() as i32;
@@ -158,6 +159,7 @@ pub(crate) mod tests {
             width: 8,
             heads: 2,
             context: 8,
+            ..ModelConfig::default()
         };
         let model = PolicyModel::new(&config, vocab(), &device);
         let items = [0usize, 1, 2, 3];

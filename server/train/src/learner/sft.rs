@@ -466,6 +466,7 @@ mod tests {
                 width: 32,
                 heads: 2,
                 context: 640,
+                ..ModelConfig::default()
             },
             ..TrainConfig::default()
         };

@@ -414,6 +414,7 @@ mod tests {
             width: 32,
             heads: 2,
             context: 640,
+            ..ModelConfig::default()
         };
         let model = PolicyModel::new(&model_config, vocab(), &device);
         let config = TrainConfig::default();

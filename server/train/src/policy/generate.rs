@@ -407,6 +407,7 @@ mod tests {
             width: 32,
             heads: 2,
             context: 640,
+            ..ModelConfig::default()
         };
         PolicyModel::new(&config, vocab(), &device)
     }

@@ -8,4 +8,5 @@ pub mod fused;
 pub mod generate;
 pub mod model;
 pub mod rollout;
+pub mod rotary;
 pub mod sampling;

@@ -1,6 +1,8 @@
 //! The policy network: a small decoder-only transformer over the environment's
 //! tokenizer (GPT-2 layout: learned token and position embeddings, pre-norm blocks of
 //! causal multi-head self-attention and a GELU MLP, a final norm and a linear head).
+//! With `model.positions = "rotary"` there is no position table: each block turns its
+//! queries and keys by their positions instead ([`super::rotary`]).
 //!
 //! Two ways to run it:
 //! - [`PolicyModel::forward`]: a whole right-padded batch `[N, S]` at once, causal
@@ -27,7 +29,8 @@ use burn::nn::{Embedding, EmbeddingConfig, LayerNorm, LayerNormConfig, Linear, L
 use burn::prelude::*;
 use burn::tensor::activation::{gelu, softmax};
 
-use crate::config::ModelConfig;
+use super::rotary;
+use crate::config::{ModelConfig, PositionKind};
 
 /// Added to the scores of masked keys (finite, so a fully masked row stays a number).
 const MASKED: f32 = -1.0e9;
@@ -114,8 +117,9 @@ impl Block {
         }
     }
 
-    /// Queries, keys and values `[N, H, T, d_head]` of `x: [N, T, d]`.
-    fn project(&self, x: Tensor<3>) -> (Tensor<4>, Tensor<4>, Tensor<4>) {
+    /// Queries, keys and values `[N, H, T, d_head]` of `x: [N, T, d]`, the queries and
+    /// keys turned by `turn` when the model has rotary positions.
+    fn project(&self, x: Tensor<3>, turn: Option<&Turn>) -> (Tensor<4>, Tensor<4>, Tensor<4>) {
         let [n, t, d] = x.dims();
         let h = self.heads;
         let qkv = self.qkv.forward(self.norm_attention.forward(x));
@@ -125,7 +129,11 @@ impl Block {
                 .reshape([n, t, h, d / h])
                 .swap_dims(1, 2)
         };
-        (split(0), split(1), split(2))
+        let (q, k) = match turn {
+            Some(turn) => (turn.apply(split(0)), turn.apply(split(1))),
+            None => (split(0), split(1)),
+        };
+        (q, k, split(2))
     }
 
     /// Attention of `q` over `k`, `v` with `mask` (true = hidden), back to `[N, T, d]`.
@@ -146,8 +154,13 @@ impl Block {
 
     /// A block over a whole sequence with `mask`; returns the output and this block's
     /// keys and values.
-    fn forward(&self, x: Tensor<3>, mask: Tensor<4, Bool>) -> (Tensor<3>, LayerCache) {
-        let (q, k, v) = self.project(x.clone());
+    fn forward(
+        &self,
+        x: Tensor<3>,
+        mask: Tensor<4, Bool>,
+        turn: Option<&Turn>,
+    ) -> (Tensor<3>, LayerCache) {
+        let (q, k, v) = self.project(x.clone(), turn);
         let x = x + self.attend(q, k.clone(), v.clone(), mask);
         let x = x.clone() + self.mlp(x);
         (x, LayerCache { keys: k, values: v })
@@ -156,8 +169,14 @@ impl Block {
     /// A block over new tokens `x: [N, L, d]` per row, appending their keys and values
     /// to `cache`; `mask` (`[N, 1, 1 or L, keys]`, true = hidden) covers the cached and
     /// the new keys.
-    fn step(&self, x: Tensor<3>, cache: &mut LayerCache, mask: Tensor<4, Bool>) -> Tensor<3> {
-        let (q, k, v) = self.project(x.clone());
+    fn step(
+        &self,
+        x: Tensor<3>,
+        cache: &mut LayerCache,
+        mask: Tensor<4, Bool>,
+        turn: Option<&Turn>,
+    ) -> Tensor<3> {
+        let (q, k, v) = self.project(x.clone(), turn);
         cache.keys = Tensor::cat(vec![cache.keys.clone(), k], 2);
         cache.values = Tensor::cat(vec![cache.values.clone(), v], 2);
         let x = x + self.attend(q, cache.keys.clone(), cache.values.clone(), mask);
@@ -165,11 +184,54 @@ impl Block {
     }
 }
 
+/// The rotary turn of a batch's queries and keys: `cos` and `sin` of each token's
+/// angles, `[N, 1, T, d_head]`, each pair's angle in both halves' columns.
+struct Turn {
+    cos: Tensor<4>,
+    sin: Tensor<4>,
+}
+
+impl Turn {
+    /// The turn for tokens at `positions` (`[N, T]` row-major; padded columns may hold
+    /// any position, their keys are masked) for heads `head_dim` wide.
+    fn new(positions: &[i32], n: usize, t: usize, head_dim: usize, device: &Device) -> Self {
+        let pairs = head_dim / 2;
+        let mut cos = Vec::with_capacity(n * t * head_dim);
+        let mut sin = Vec::with_capacity(n * t * head_dim);
+        for &p in positions {
+            for column in 0..head_dim {
+                let (s, c) = rotary::angle(p as usize, column % pairs, pairs).sin_cos();
+                cos.push(c as f32);
+                sin.push(s as f32);
+            }
+        }
+        let tensor =
+            |v: Vec<f32>| Tensor::<4>::from_data(TensorData::new(v, [n, 1, t, head_dim]), device);
+        Self {
+            cos: tensor(cos),
+            sin: tensor(sin),
+        }
+    }
+
+    /// `x cos + rotate_half(x) sin` for `x: [N, H, T, d_head]`, where
+    /// `rotate_half([a | b]) = [-b | a]`.
+    fn apply(&self, x: Tensor<4>) -> Tensor<4> {
+        let [n, h, t, dh] = x.dims();
+        let half = dh / 2;
+        let low = x.clone().slice(s![.., .., .., 0..half]);
+        let high = x.clone().slice(s![.., .., .., half..dh]);
+        let rotated = Tensor::cat(vec![high.neg(), low], 3);
+        x * self.cos.clone().expand([n, h, t, dh])
+            + rotated * self.sin.clone().expand([n, h, t, dh])
+    }
+}
+
 /// The policy transformer.
 #[derive(Module, Debug)]
 pub struct PolicyModel {
     pub(crate) tokens: Embedding,
-    pub(crate) positions: Embedding,
+    /// The learned position table; `None` with rotary positions.
+    pub(crate) positions: Option<Embedding>,
     pub(crate) blocks: Vec<Block>,
     pub(crate) norm: LayerNorm,
     pub(crate) head: Linear,
@@ -187,12 +249,14 @@ impl PolicyModel {
                     std: 0.02,
                 })
                 .init(device),
-            positions: EmbeddingConfig::new(config.context, config.width)
-                .with_initializer(burn::nn::Initializer::Normal {
-                    mean: 0.0,
-                    std: 0.02,
-                })
-                .init(device),
+            positions: (config.positions == PositionKind::Learned).then(|| {
+                EmbeddingConfig::new(config.context, config.width)
+                    .with_initializer(burn::nn::Initializer::Normal {
+                        mean: 0.0,
+                        std: 0.02,
+                    })
+                    .init(device)
+            }),
             blocks: (0..config.layers)
                 .map(|_| Block::new(config, device))
                 .collect(),
@@ -202,8 +266,35 @@ impl PolicyModel {
         }
     }
 
-    fn embed(&self, ids: Tensor<2, Int>, positions: Tensor<2, Int>) -> Tensor<3> {
-        self.tokens.forward(ids) + self.positions.forward(positions)
+    /// Positions the model knows (`model.context`).
+    pub(crate) fn context(&self) -> usize {
+        self.context
+    }
+
+    /// Attention heads per block.
+    pub(crate) fn heads(&self) -> usize {
+        self.blocks.first().map_or(1, |b| b.heads)
+    }
+
+    /// The token embeddings plus, with a learned table, the position embeddings of
+    /// `positions` (`[N, T]` row-major); with rotary positions, the turn the blocks
+    /// apply instead.
+    fn embed(&self, ids: Tensor<2, Int>, positions: Vec<i32>) -> (Tensor<3>, Option<Turn>) {
+        let [n, t] = ids.dims();
+        let device = ids.device();
+        let tokens = self.tokens.forward(ids);
+        match &self.positions {
+            Some(table) => {
+                let positions =
+                    Tensor::<2, Int>::from_data(TensorData::new(positions, [n, t]), &device);
+                (tokens + table.forward(positions), None)
+            }
+            None => {
+                let [_, _, d] = tokens.dims();
+                let turn = Turn::new(&positions, n, t, d / self.heads(), &device);
+                (tokens, Some(turn))
+            }
+        }
     }
 
     /// Logits `[N, S, V]` of a right-padded batch `ids: [N, S]` (position `j` predicts
@@ -211,13 +302,11 @@ impl PolicyModel {
     pub fn forward(&self, ids: Tensor<2, Int>) -> Tensor<3> {
         let [n, s] = ids.dims();
         let device = ids.device();
-        let positions = Tensor::<1, Int>::arange(0..s as i64, &device)
-            .reshape([1, s])
-            .expand([n, s]);
+        let positions: Vec<i32> = (0..n).flat_map(|_| 0..s as i32).collect();
         let causal = Tensor::<2, Bool>::tril_mask([s, s], 0, &device).reshape([1, 1, s, s]);
-        let mut x = self.embed(ids, positions);
+        let (mut x, turn) = self.embed(ids, positions);
         for block in &self.blocks {
-            x = block.forward(x, causal.clone()).0;
+            x = block.forward(x, causal.clone(), turn.as_ref()).0;
         }
         self.head.forward(self.norm.forward(x))
     }
@@ -246,17 +335,16 @@ impl PolicyModel {
             next_position.push(context.len() as i64);
         }
         let ids = Tensor::<2, Int>::from_data(TensorData::new(ids, [n, width]), device);
-        let positions = Tensor::<2, Int>::from_data(TensorData::new(positions, [n, width]), device);
         let flat: Vec<bool> = padded_rows.iter().flatten().copied().collect();
         let padded = Tensor::<4, Bool>::from_data(TensorData::new(flat, [n, 1, 1, width]), device);
         let causal = Tensor::<2, Bool>::tril_mask([width, width], 0, device)
             .reshape([1, 1, width, width])
             .expand([n, 1, width, width]);
         let mask = causal.bool_or(padded.clone().expand([n, 1, width, width]));
-        let mut x = self.embed(ids, positions);
+        let (mut x, turn) = self.embed(ids, positions);
         let mut layers = Vec::with_capacity(self.blocks.len());
         for block in &self.blocks {
-            let (y, cache) = block.forward(x, mask.clone());
+            let (y, cache) = block.forward(x, mask.clone(), turn.as_ref());
             x = y;
             layers.push(cache);
         }
@@ -306,11 +394,10 @@ impl PolicyModel {
             padded.push(!live);
         }
         let ids = Tensor::<2, Int>::from_data(TensorData::new(ids, [n, 1]), device);
-        let positions = Tensor::<2, Int>::from_data(TensorData::new(positions, [n, 1]), device);
         let mask = cache.padded_tensor(device);
-        let mut x = self.embed(ids, positions);
+        let (mut x, turn) = self.embed(ids, positions);
         for (block, layer) in self.blocks.iter().zip(&mut cache.layers) {
-            x = block.step(x, layer, mask.clone());
+            x = block.step(x, layer, mask.clone(), turn.as_ref());
         }
         let logits = self.head.forward(self.norm.forward(x));
         let vocab = logits.dims()[2];
@@ -350,11 +437,9 @@ impl PolicyModel {
                 .expand([n, 1, longest, total]);
         let mask = ahead.bool_or(cache.padded_tensor(device).expand([n, 1, longest, total]));
         let ids = Tensor::<2, Int>::from_data(TensorData::new(ids, [n, longest]), device);
-        let positions =
-            Tensor::<2, Int>::from_data(TensorData::new(positions, [n, longest]), device);
-        let mut x = self.embed(ids, positions);
+        let (mut x, turn) = self.embed(ids, positions);
         for (block, layer) in self.blocks.iter().zip(&mut cache.layers) {
-            x = block.step(x, layer, mask.clone());
+            x = block.step(x, layer, mask.clone(), turn.as_ref());
         }
         let last = x.slice(s![.., longest - 1..longest, ..]);
         let logits = self.head.forward(self.norm.forward(last));
@@ -366,6 +451,79 @@ impl PolicyModel {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn logits_row(t: Tensor<2>) -> Vec<f32> {
+        t.try_into_vec_as::<f32>().expect("read back")
+    }
+
+    /// The cached passes (prefill, extension, decode steps) against the training
+    /// forward over the whole sequence: the same logits at every fed position.
+    fn cached_passes_give_the_forward_logits(positions: PositionKind) {
+        let device = Device::flex();
+        device.seed(3);
+        let config = ModelConfig {
+            layers: 2,
+            width: 16,
+            heads: 2,
+            context: 64,
+            positions,
+        };
+        let model = PolicyModel::new(&config, crate::run::trainer::vocab(), &device);
+        let ids: Vec<u32> = (0..30).map(|i| 6 + (i * 7) % 40).collect();
+        let whole = Tensor::<2, Int>::from_data(
+            TensorData::new(ids.iter().map(|&t| t as i32).collect::<Vec<_>>(), [1, 30]),
+            &device,
+        );
+        let full = model.forward(whole);
+        let vocab = full.dims()[2];
+        let at = |j: usize| {
+            logits_row(
+                full.clone()
+                    .slice(s![0..1, j..j + 1, ..])
+                    .reshape([1, vocab]),
+            )
+        };
+        let close = |what: &str, a: &[f32], b: &[f32]| {
+            for (x, y) in a.iter().zip(b) {
+                assert!((x - y).abs() < 1e-4, "{what}: {x} vs {y}");
+            }
+        };
+        let (mut cache, logits) = model.prefill(&[&ids[..20]], &device);
+        close("prefill", &logits_row(logits), &at(19));
+        let logits = model.extend(&mut cache, &[&ids[20..27]], &device);
+        close("extension", &logits_row(logits), &at(26));
+        for (j, &token) in ids.iter().enumerate().skip(27) {
+            let logits = model.decode_step(&mut cache, &[token], &[true], &device);
+            close(&format!("decode {j}"), &logits_row(logits), &at(j));
+        }
+    }
+
+    #[test]
+    fn cached_passes_with_a_position_table_give_the_forward_logits() {
+        cached_passes_give_the_forward_logits(PositionKind::Learned);
+    }
+
+    #[test]
+    fn cached_passes_with_rotary_positions_give_the_forward_logits() {
+        cached_passes_give_the_forward_logits(PositionKind::Rotary);
+    }
+
+    #[test]
+    fn a_rotary_model_has_no_position_table_and_the_estimate_knows() {
+        let mut config = crate::config::TrainConfig::default();
+        config.model.positions = PositionKind::Rotary;
+        let model = PolicyModel::new(&config.model, crate::run::trainer::vocab(), &Device::flex());
+        assert!(model.positions.is_none());
+        let counted = burn::module::Module::num_params(&model) as f64;
+        let estimated = crate::footprint::estimate(&config.shape()).parameters;
+        assert!(
+            (estimated - counted).abs() <= 0.01 * counted,
+            "{estimated} vs {counted}"
+        );
+        let learned = crate::footprint::estimate(&crate::config::TrainConfig::default().shape());
+        let table = (config.model.context * config.model.width) as f64;
+        assert!((learned.parameters - estimated - table).abs() < 0.5);
+    }
 
     #[test]
     fn the_memory_estimate_counts_the_parameters_burn_builds() {

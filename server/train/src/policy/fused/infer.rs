@@ -11,7 +11,8 @@
 //! and returns the logits at each row's last new token.
 //!
 //! Positions are `PolicyModel`'s: a row's tokens take positions `0, 1, ...` from its
-//! first token, clamped to the model's last position. The logits are those of
+//! first token, clamped to the model's last position. With rotary positions the keys are
+//! cached turned by their positions' angles. The logits are those of
 //! `PolicyModel::prefill`, `extend` and `decode_step` within `f32` rounding (tested
 //! in `super::tests`).
 
@@ -196,17 +197,16 @@ pub fn advance(weights: &Weights, cache: &mut Cache, tokens: &[&[u32]]) -> Vec<f
         return logits;
     }
     let mut x = vec![0.0f32; total * d];
+    // Each new token's position.
+    let mut positions = vec![0; total];
     for ((row, new), &(start, _)) in cache.rows.iter().zip(tokens).zip(&spans) {
         for (j, &id) in new.iter().enumerate() {
             let position = (row.len + j).min(last_position);
-            let token = &weights.tokens.values[id as usize * d..(id as usize + 1) * d];
-            let pos = &weights.positions.values[position * d..(position + 1) * d];
-            for ((o, &t), &p) in x[(start + j) * d..(start + j + 1) * d]
-                .iter_mut()
-                .zip(token)
-                .zip(pos)
-            {
-                *o = t + p;
+            positions[start + j] = position;
+            let out = &mut x[(start + j) * d..(start + j + 1) * d];
+            out.copy_from_slice(&weights.tokens.values[id as usize * d..(id as usize + 1) * d]);
+            if let Some(table) = &weights.positions {
+                add_into(out, &table.values[position * d..(position + 1) * d]);
             }
         }
     }
@@ -220,7 +220,12 @@ pub fn advance(weights: &Weights, cache: &mut Cache, tokens: &[&[u32]]) -> Vec<f
             &block.norm_attention.beta.values,
             &mut h,
         );
-        let qkv = dense(&block.qkv, &h, total);
+        let mut qkv = dense(&block.qkv, &h, total);
+        if let Some(table) = &weights.rotary {
+            for (row, &position) in qkv.chunks_exact_mut(3 * d).zip(&positions) {
+                table.turn_queries_and_keys(row, position, false);
+            }
+        }
         let mut context = vec![0.0f32; total * d];
         for (row, &(start, end)) in cache.rows.iter_mut().zip(&spans) {
             if start == end {

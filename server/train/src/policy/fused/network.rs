@@ -6,10 +6,13 @@
 //! where every caller reads them.
 //!
 //! ```text
-//! x = E_tok[id] + E_pos[position]
-//! per block:  x = x + Wo attn(LN1(x) Wqkv);   x = x + Wdown gelu(LN2(x) Wup)
+//! x = E_tok[id] + E_pos[position]          (E_pos only with a learned table)
+//! per block:  x = x + Wo attn(turn(LN1(x) Wqkv));   x = x + Wdown gelu(LN2(x) Wup)
 //! z = LN(x) Whead  (scored positions),  logp and H from z (`super::head`)
 //! ```
+//!
+//! `turn` is the identity with a learned table and the rotary turn of each position's
+//! queries and keys otherwise (`crate::policy::rotary`); its backward is the turn back.
 //!
 //! The backward pass takes `dL/dlogp` and `dL/dH` per position and returns every
 //! parameter's gradient, in the order the forward's steps are undone.
@@ -56,7 +59,7 @@ struct BlockTape {
     norm_attention: norm::Saved,
     /// `LN1(x)`, `[rows seq, d]`.
     h_attention: Vec<f32>,
-    /// `[rows seq, 3d]`.
+    /// `[rows seq, 3d]`, the queries and keys turned with rotary positions.
     qkv: Vec<f32>,
     /// `[rows, heads, seq, seq]`.
     probs: Vec<f32>,
@@ -157,10 +160,9 @@ pub fn forward(weights: &Weights, batch: &Batch<'_>) -> (Scores, Tape) {
     );
     let mut x = vec![0.0f32; positions * d];
     for (p, (&id, out)) in batch.inputs.iter().zip(x.chunks_exact_mut(d)).enumerate() {
-        let token = &weights.tokens.values[id as usize * d..(id as usize + 1) * d];
-        let pos = &weights.positions.values[(p % seq) * d..(p % seq + 1) * d];
-        for ((o, &t), &q) in out.iter_mut().zip(token).zip(pos) {
-            *o = t + q;
+        out.copy_from_slice(&weights.tokens.values[id as usize * d..(id as usize + 1) * d]);
+        if let Some(table) = &weights.positions {
+            add_into(out, &table.values[(p % seq) * d..(p % seq + 1) * d]);
         }
     }
     let shape = Shape {
@@ -179,7 +181,8 @@ pub fn forward(weights: &Weights, batch: &Batch<'_>) -> (Scores, Tape) {
             &block.norm_attention.beta.values,
             &mut h_attention,
         );
-        let qkv = dense(&block.qkv, &h_attention, positions);
+        let mut qkv = dense(&block.qkv, &h_attention, positions);
+        turn_rows(weights, &mut qkv, seq, false);
         let mut probs = vec![0.0; shape.probs_len()];
         let mut context = vec![0.0; positions * d];
         attention::forward(shape, &qkv, &mut probs, &mut context);
@@ -332,6 +335,7 @@ pub fn backward(
         let d_context = dense_backward(&block.out, &mut grad.out, &saved.context, &dx, positions);
         let mut d_qkv = vec![0.0; saved.qkv.len()];
         attention::backward(shape, &saved.qkv, &saved.probs, &d_context, &mut d_qkv);
+        turn_rows(weights, &mut d_qkv, seq, true);
         let dh_attention = dense_backward(
             &block.qkv,
             &mut grad.qkv,
@@ -353,10 +357,21 @@ pub fn backward(
             &mut grads.tokens.values[id as usize * d..(id as usize + 1) * d],
             row,
         );
-        add_into(
-            &mut grads.positions.values[(p % seq) * d..(p % seq + 1) * d],
-            row,
-        );
+        if let Some(table) = &mut grads.positions {
+            add_into(&mut table.values[(p % seq) * d..(p % seq + 1) * d], row);
+        }
     }
     grads
+}
+
+/// With rotary positions, turns the queries and keys of every `[q | k | v]` row of
+/// `qkv` (`[rows seq, 3d]`, positions `0..seq` in each row) by its position's angles,
+/// or back when `inverse` (a gradient's way back); nothing with a learned table.
+fn turn_rows(weights: &Weights, qkv: &mut [f32], seq: usize, inverse: bool) {
+    if let Some(table) = &weights.rotary {
+        let width = 3 * weights.width();
+        for (p, row) in qkv.chunks_exact_mut(width).enumerate() {
+            table.turn_queries_and_keys(row, p % seq, inverse);
+        }
+    }
 }

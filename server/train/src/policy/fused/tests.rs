@@ -11,7 +11,7 @@ use super::attention::{self, Shape};
 use super::score::{Entropy, Path, score};
 use super::weights::Weights;
 use super::{gelu as fused_gelu, head, norm};
-use crate::config::ModelConfig;
+use crate::config::{ModelConfig, PositionKind};
 use crate::learner::batching::micro_batch;
 use crate::learner::loss::{entropy_with_graph, token_logprobs};
 use crate::learner::replicas::tests::collect;
@@ -264,6 +264,15 @@ fn rollouts() -> Vec<Rollout> {
 
 #[test]
 fn the_fused_network_scores_and_differentiates_as_burn_s_graph() {
+    network_matches_burn(PositionKind::Learned);
+}
+
+#[test]
+fn the_fused_network_with_rotary_positions_scores_and_differentiates_as_burn_s_graph() {
+    network_matches_burn(PositionKind::Rotary);
+}
+
+fn network_matches_burn(positions: PositionKind) {
     let device = autodiff();
     device.seed(5);
     let config = ModelConfig {
@@ -271,6 +280,7 @@ fn the_fused_network_scores_and_differentiates_as_burn_s_graph() {
         width: 16,
         heads: 2,
         context: 640,
+        positions,
     };
     let model = PolicyModel::new(&config, vocab(), &device);
     let weights = Weights::of(&model).expect("weights");
@@ -324,6 +334,15 @@ fn the_fused_network_scores_and_differentiates_as_burn_s_graph() {
 /// different lengths, decode steps with a stopped row, and a selection of rows.
 #[test]
 fn generation_passes_match_burn_s_prefill_extension_and_decode_steps() {
+    generation_matches_burn(PositionKind::Learned);
+}
+
+#[test]
+fn generation_passes_with_rotary_positions_match_burn_s() {
+    generation_matches_burn(PositionKind::Rotary);
+}
+
+fn generation_matches_burn(positions: PositionKind) {
     use super::infer::{Cache, advance};
     let device = Device::flex();
     device.seed(9);
@@ -332,6 +351,7 @@ fn generation_passes_match_burn_s_prefill_extension_and_decode_steps() {
         width: 16,
         heads: 2,
         context: 128,
+        positions,
     };
     let model = PolicyModel::new(&config, vocab(), &device);
     let weights = Weights::of(&model).expect("weights");

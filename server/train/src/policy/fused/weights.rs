@@ -10,6 +10,7 @@ use burn::optim::GradientsParams;
 use burn::prelude::*;
 
 use crate::policy::model::{self, PolicyModel};
+use crate::policy::rotary::Table;
 
 /// One parameter: its burn id, shape and values.
 #[derive(Debug, Clone)]
@@ -110,8 +111,12 @@ pub struct Block {
 pub struct Weights {
     /// Token embeddings, `[V, d]`.
     pub tokens: Array,
-    /// Position embeddings, `[context, d]`.
-    pub positions: Array,
+    /// Position embeddings, `[context, d]`; `None` with rotary positions.
+    pub positions: Option<Array>,
+    /// With rotary positions, the turns of every position (`None` with a table).
+    pub rotary: Option<Table>,
+    /// Positions the model knows.
+    pub context: usize,
     /// The blocks in order.
     pub blocks: Vec<Block>,
     /// The final norm.
@@ -164,9 +169,9 @@ impl Weights {
         self.head.d_out()
     }
 
-    /// Positions the model has embeddings for.
+    /// Positions the model knows.
     pub fn context(&self) -> usize {
-        self.positions.shape[0]
+        self.context
     }
 
     /// The same structure, every value zero: the gradients' accumulator.
@@ -175,7 +180,9 @@ impl Weights {
         let mut zero = Array::zeros_like;
         Self {
             tokens: self.tokens.zeros_like(),
-            positions: self.positions.zeros_like(),
+            positions: self.positions.as_ref().map(Array::zeros_like),
+            rotary: self.rotary.clone(),
+            context: self.context,
             blocks: self.blocks.iter().map(|b| b.map(&mut zero)).collect(),
             norm: self.norm.map(&mut zero),
             head: self.head.map(&mut zero),
@@ -185,7 +192,8 @@ impl Weights {
 
     /// Every array, in one fixed order.
     fn into_arrays(self) -> Vec<Array> {
-        let mut all = vec![self.tokens, self.positions];
+        let mut all = vec![self.tokens];
+        all.extend(self.positions);
         for b in self.blocks {
             all.extend([
                 b.norm_attention.gamma,
@@ -231,7 +239,16 @@ impl Weights {
     pub fn of(model: &PolicyModel) -> anyhow::Result<Self> {
         Ok(Self {
             tokens: Array::read(&model.tokens.weight)?,
-            positions: Array::read(&model.positions.weight)?,
+            positions: model
+                .positions
+                .as_ref()
+                .map(|table| Array::read(&table.weight))
+                .transpose()?,
+            rotary: model.positions.is_none().then(|| {
+                let (width, heads) = (model.tokens.weight.dims()[1], model.heads());
+                Table::new(width / heads, model.context())
+            }),
+            context: model.context(),
             blocks: model
                 .blocks
                 .iter()
@@ -239,7 +256,7 @@ impl Weights {
                 .collect::<anyhow::Result<_>>()?,
             norm: norm_arrays(&model.norm)?,
             head: dense_arrays(&model.head)?,
-            heads: model.blocks.first().map_or(1, |b| b.heads),
+            heads: model.heads(),
         })
     }
 }
