@@ -338,6 +338,7 @@ sft_steps = [4]
 rl_steps = [2]
 tasks = 4
 samples = 2
+temperature = 0.7
 gate_tasks = 3
 gate_samples = 2
 min_gap = 0.5
@@ -399,6 +400,10 @@ fn arms_start_from_the_checkpoint_chosen_on_validation_and_eval_clusters_by_key(
         "the candidates are kept"
     );
     assert_eq!(summary.selection.grpo.as_ref().unwrap().arm, "grpo");
+    // Candidates are scored at selection.temperature, not at GRPO's.
+    for choice in [&summary.selection.sft, &summary.selection.grpo] {
+        assert!((choice.as_ref().unwrap().temperature - 0.7).abs() < 1e-12);
+    }
     assert!(summary.selection.gate.as_ref().unwrap().warning.is_some());
     let grpo_cost = &summary.cost["grpo"];
     assert_eq!(grpo_cost.rollouts_generated, 4 * 6);

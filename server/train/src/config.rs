@@ -454,10 +454,10 @@ impl Default for RsConfig {
 /// Choosing checkpoints on validation, and the gate before reinforcement learning.
 ///
 /// With `enabled`, the checkpoints at `sft_steps` (and the last SFT step) are scored on
-/// validation by success at `grpo.temperature` over `tasks` tasks x `samples`
+/// validation by success at `temperature` over `tasks` tasks x `samples`
 /// samples; GRPO starts from the best (ties go to the later step). At that checkpoint
 /// the gate measures validation pass@1 and pass@`gate_samples` over `gate_tasks`
-/// tasks and warns when their gap is below `min_gap`. After GRPO or RS, the
+/// tasks at `grpo.temperature` (the headroom of GRPO's groups) and warns when their gap is below `min_gap`. After GRPO or RS, the
 /// checkpoints at `rl_steps` (and the last step) are scored the same way. The choices
 /// and their numbers go to the metrics, the log and `summary.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -475,6 +475,10 @@ pub struct SelectionConfig {
     pub tasks: usize,
     /// Samples per task. Default 2.
     pub samples: usize,
+    /// The sampling temperature candidates are scored at (0: greedy). Default 1, the
+    /// temperature `arlbook eval` reads test at (GRPO may sample hotter:
+    /// `grpo.temperature`).
+    pub temperature: f64,
     /// Validation tasks of the gate. Default 32.
     pub gate_tasks: usize,
     /// Samples per task of the gate (its `k`). Default 8.
@@ -491,6 +495,7 @@ impl Default for SelectionConfig {
             rl_steps: Vec::new(),
             tasks: 150,
             samples: 2,
+            temperature: 1.0,
             gate_tasks: 32,
             gate_samples: 8,
             min_gap: 0.05,
@@ -987,6 +992,11 @@ impl TrainConfig {
             "selection.sft_steps",
             "at most 64 candidate steps in all (each keeps a checkpoint on disk)",
         )?;
+        require(
+            v.temperature.is_finite() && v.temperature >= 0.0,
+            "selection.temperature",
+            "must be finite and >= 0 (0 is greedy)",
+        )?;
         for (value, field, least) in [
             (v.tasks, "selection.tasks", 2),
             (v.samples, "selection.samples", 1),
@@ -1082,6 +1092,14 @@ mod tests {
         assert!(err.to_string().contains("grpo.group_size"), "{err}");
         let err = TrainConfig::from_toml("[sft]\nsteps = 5000000\n").unwrap_err();
         assert!(err.to_string().contains("sft.steps"), "{err}");
+        let err = TrainConfig::from_toml("[selection]\ntemperature = -1.0\n").unwrap_err();
+        assert!(err.to_string().contains("selection.temperature"), "{err}");
+        let err =
+            TrainConfig::from_toml("[model]\nwidth = 96\nheads = 32\npositions = \"rotary\"\n")
+                .unwrap_err();
+        assert!(err.to_string().contains("model.positions"), "{err}");
+        let err = TrainConfig::from_toml("[model]\npositions = \"absolute\"\n").unwrap_err();
+        assert!(err.to_string().contains("absolute"), "{err}");
     }
 
     #[test]

@@ -24,7 +24,7 @@
 use arlbook_core::gpu::GpuContext;
 use arlbook_core::math::kl::KlEstimator;
 use arlbook_core::rng::RandomStream;
-use arlbook_train::config::ModelConfig;
+use arlbook_train::config::{ModelConfig, PositionKind};
 use arlbook_train::learner::loss::{
     SurrogateInputs, SurrogateSettings, surrogate_loss, token_logprobs,
 };
@@ -171,11 +171,11 @@ fn pass(model: &PolicyModel, device: &Device, ids: &[i32]) -> Pass {
     }
 }
 
-#[test]
-fn flex_and_wgpu_agree_on_the_same_weights() {
-    let Some(wgpu) = wgpu_device() else {
-        return;
-    };
+/// One model's forward and backward pass on each backend from the same weights, their
+/// logits, log-probabilities, loss and every gradient checked against each other;
+/// `None` without a wgpu adapter.
+fn both_backends(positions: PositionKind) -> Option<(Pass, Pass)> {
+    let wgpu = wgpu_device()?;
     let flex = Device::flex().autodiff();
     flex.seed(11);
     let config = ModelConfig {
@@ -183,7 +183,7 @@ fn flex_and_wgpu_agree_on_the_same_weights() {
         width: 32,
         heads: 2,
         context: 64,
-        ..ModelConfig::default()
+        positions,
     };
     let on_flex = PolicyModel::new(&config, vocab(), &flex);
 
@@ -218,6 +218,19 @@ fn flex_and_wgpu_agree_on_the_same_weights() {
         ));
     }
     eprintln!("gradients: largest relative difference {worst:.2e}");
+    Some((cpu, gpu))
+}
+
+#[test]
+fn flex_and_wgpu_agree_with_rotary_positions() {
+    both_backends(PositionKind::Rotary);
+}
+
+#[test]
+fn flex_and_wgpu_agree_on_the_same_weights() {
+    let Some((cpu, gpu)) = both_backends(PositionKind::Learned) else {
+        return;
+    };
 
     // Sampling: the same stream on each backend's logits of every position.
     let vocab = vocab();

@@ -1,10 +1,11 @@
 //! Choosing checkpoints on validation, and the gate before reinforcement learning.
 //!
 //! The test split is for the end: a checkpoint is chosen by its success on
-//! validation at the sampling temperature (`selection.tasks` tasks x
-//! `selection.samples` samples, the same task and episode seeds for every candidate;
-//! the best mean wins, ties go to the later step). At the chosen SFT checkpoint the
-//! gate measures validation pass@1 and pass@k with `k = selection.gate_samples`:
+//! validation at `selection.temperature` (1 by default, the temperature `arlbook eval`
+//! reads test at; `selection.tasks` tasks x `selection.samples` samples, the same task
+//! and episode seeds for every candidate; the best mean wins, ties go to the later
+//! step). At the chosen SFT checkpoint the gate measures validation pass@1 and pass@k
+//! with `k = selection.gate_samples` at GRPO's sampling temperature:
 //! GRPO learns only from groups with mixed outcomes, which need tasks the policy
 //! solves sometimes but not always, and `pass@k - pass@1` is the headroom such tasks
 //! give. A gap below `selection.min_gap` is reported as a warning (in the log, the
@@ -18,7 +19,6 @@ use arlbook_core::agent::Split;
 pub use arlbook_core::metrics::Candidate;
 use arlbook_core::metrics::{MetricsRow, RowStage};
 
-use crate::config::TrainConfig;
 use crate::measure::eval::{self, EvalPlan};
 use crate::run::checkpoint;
 use crate::run::metrics::Position;
@@ -31,14 +31,14 @@ const SELECTION_SEED: u64 = 0x5E1E_C700;
 
 pub use arlbook_report::summary::{Gate, Selection, Selections};
 
-fn validation_plan(config: &TrainConfig, tasks: usize, samples: usize, ks: Vec<usize>) -> EvalPlan {
+fn validation_plan(tasks: usize, samples: usize, ks: Vec<usize>, temperature: f64) -> EvalPlan {
     EvalPlan {
         split: Split::Validation,
         tasks,
         first_task: 0,
         samples,
         ks,
-        temperature: config.grpo.temperature,
+        temperature,
         seed: SELECTION_SEED,
         show: 0,
         recovery: false,
@@ -50,7 +50,7 @@ fn validation_plan(config: &TrainConfig, tasks: usize, samples: usize, ks: Vec<u
 pub fn choose(trainer: &mut Trainer, stage: u8, steps: &[usize], last: usize) -> Result<Selection> {
     let config = trainer.config.clone();
     let v = &config.selection;
-    let plan = validation_plan(&config, v.tasks, v.samples, vec![1]);
+    let plan = validation_plan(v.tasks, v.samples, vec![1], v.temperature);
     let mut wanted: Vec<usize> = steps.iter().copied().filter(|&s| s < last).collect();
     wanted.push(last);
     wanted.sort_unstable();
@@ -118,7 +118,7 @@ pub fn gate(trainer: &mut Trainer, folder: &Path) -> Result<Gate> {
     let config = trainer.config.clone();
     let v = &config.selection;
     let k = v.gate_samples;
-    let plan = validation_plan(&config, v.gate_tasks, k, vec![1, k]);
+    let plan = validation_plan(v.gate_tasks, k, vec![1, k], config.grpo.temperature);
     let summary = eval::score(folder, &plan, &trainer.plain)?;
     let pass_at = |k: usize| {
         summary
@@ -232,6 +232,7 @@ fn record(out: &Path, change: impl FnOnce(&mut Selections) -> Result<()>) -> Res
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::TrainConfig;
 
     /// A run folder with checkpoints at `sft-000002`, `grpo-000001` and `grpo-000002`
     /// (the latest), and no choice recorded.
