@@ -2,6 +2,12 @@
 //! one cached decode step per generated token, sampling every row on the host with its
 //! own episode stream.
 //!
+//! **A context is encoded once.** The episodes of a GRPO group (or an evaluation's
+//! samples of one task) open with the same prompt; a fresh prefill encodes each
+//! distinct context once and copies its cache row and logits to every episode that
+//! asked with it. Rows never mix in a prefill, so each episode's logits are those of
+//! its own prefill (tested).
+//!
 //! **The cache lives across turns.** After a turn, each batch's key/value cache is
 //! kept with the tokens each row holds. When an episode asks again (the tool's
 //! observation and the next prompt appended to its context), and its new context
@@ -24,6 +30,8 @@
 //! thread: the small matrices of a decode step keep burn's CPU kernels on one core,
 //! so without this the other cores idle through every rollout. Episodes are isolated
 //! (each samples from its own stream), so the split changes no episode's draws.
+
+use std::collections::HashMap;
 
 use anyhow::{Result, anyhow};
 use arlbook_core::agent::tokenizer::{END, PAD};
@@ -134,6 +142,23 @@ impl<'m> ModelGenerator<'m> {
         }
     }
 
+    /// Encodes `contexts` from scratch, each distinct one once: the cache (one row per
+    /// context, repeats copied) and the logits `[N, V]`. A row's logits are those of its
+    /// own prefill: rows do not mix in a prefill (tested).
+    fn prefill_distinct(&self, contexts: &[&[u32]]) -> Result<(Cache, Vec<f32>)> {
+        let (unique, of_row) = distinct(contexts);
+        let (cache, logits) = self.engine().prefill(&unique)?;
+        if unique.len() == contexts.len() {
+            return Ok((cache, logits));
+        }
+        let vocab = logits.len() / unique.len().max(1);
+        let logits = of_row
+            .iter()
+            .flat_map(|&u| logits[u * vocab..(u + 1) * vocab].iter().copied())
+            .collect();
+        Ok((self.engine().select(&cache, &of_row), logits))
+    }
+
     /// Samples every request's action from `logits` onwards, feeding each token back
     /// through `cache`; `holds[i]` is what row `i` of the cache holds (its context),
     /// extended with the tokens fed. Returns the actions and the batch to keep.
@@ -191,6 +216,23 @@ impl<'m> ModelGenerator<'m> {
             },
         ))
     }
+}
+
+/// `contexts` with repeats removed: the distinct ones in order of first appearance, and
+/// for each context the index of its distinct one.
+fn distinct<'c>(contexts: &[&'c [u32]]) -> (Vec<&'c [u32]>, Vec<usize>) {
+    let mut first: HashMap<&[u32], usize> = HashMap::with_capacity(contexts.len());
+    let mut unique = Vec::new();
+    let of_row = contexts
+        .iter()
+        .map(|&context| {
+            *first.entry(context).or_insert_with(|| {
+                unique.push(context);
+                unique.len() - 1
+            })
+        })
+        .collect();
+    (unique, of_row)
 }
 
 /// The kept rows whose episode asks again with a context that continues what the row
@@ -341,11 +383,12 @@ impl Generator for ModelGenerator<'_> {
             }
             kept_now.push(batch);
         }
-        // The others: a fresh prefill, at most MAX_ROWS rows at a time.
+        // The others: a fresh prefill, at most MAX_ROWS rows at a time, each distinct
+        // context encoded once (a group's episodes open with the same prompt).
         let fresh: Vec<usize> = (0..requests.len()).filter(|&k| !claimed[k]).collect();
         for indices in fresh.chunks(MAX_ROWS) {
             let contexts: Vec<&[u32]> = indices.iter().map(|&k| requests[k].context).collect();
-            let (cache, logits) = self.engine().prefill(&contexts)?;
+            let (cache, logits) = self.prefill_distinct(&contexts)?;
             self.calls_prefilled += indices.len();
             let holds: Vec<Vec<u32>> = contexts.iter().map(|c| c.to_vec()).collect();
             let mut picked = pick(requests, indices);
@@ -519,6 +562,55 @@ mod tests {
             }
         }
         assert!(tokens >= 100, "only {tokens} generated tokens");
+    }
+
+    #[test]
+    fn distinct_keeps_first_appearances_and_maps_every_repeat() {
+        let (a, b, c): (&[u32], &[u32], &[u32]) = (&[4, 5, 6], &[4, 5], &[7]);
+        let (unique, of_row) = distinct(&[a, b, a, c, b, a]);
+        assert_eq!(unique, vec![a, b, c]);
+        assert_eq!(of_row, vec![0, 1, 0, 2, 1, 0]);
+        assert_eq!(distinct(&[]), (Vec::new(), Vec::new()));
+    }
+
+    /// A prefill with repeated contexts, each encoded once, against the prefill of every
+    /// row, on both engines: the same logits (bit for bit on the fused passes, whose rows
+    /// never mix; within `f32` rounding on burn's, whose batch is smaller), and caches
+    /// that give the same logits on a decode step after it.
+    #[test]
+    fn a_repeated_context_is_encoded_once_and_each_row_reads_its_own() {
+        let model = fresh_model(2, 11);
+        let context =
+            |n: u32, shift: u32| -> Vec<u32> { (0..n).map(|i| 3 + (i * 7 + shift) % 40).collect() };
+        let (a, b, c) = (context(30, 0), context(17, 5), context(30, 9));
+        let contexts: Vec<&[u32]> = vec![&a, &b, &a, &c, &a, &b];
+        let next = [5, 6, 7, 8, 9, 10];
+        let live = [true; 6];
+        for fused in [true, false] {
+            let mut generator = if fused {
+                ModelGenerator::new(&model, Device::flex())
+            } else {
+                ModelGenerator::with_burn(&model, Device::flex())
+            };
+            generator.load_weights().unwrap();
+            let engine = generator.engine();
+            let (mut shared, shared_logits) = generator.prefill_distinct(&contexts).unwrap();
+            let (mut every, every_logits) = engine.prefill(&contexts).unwrap();
+            let tolerance = if fused { 0.0 } else { 1e-4 };
+            let close = |x: &[f32], y: &[f32], what: &str| {
+                assert_eq!(x.len(), y.len());
+                for (p, q) in x.iter().zip(y) {
+                    assert!(
+                        (p - q).abs() <= tolerance,
+                        "{what} (fused {fused}): {p} vs {q}"
+                    );
+                }
+            };
+            close(&shared_logits, &every_logits, "the prefill's logits");
+            let after_shared = engine.step(&mut shared, &next, &live, 0).unwrap();
+            let after_every = engine.step(&mut every, &next, &live, 0).unwrap();
+            close(&after_shared, &after_every, "a decode step's logits");
+        }
     }
 
     /// Splitting a rollout across threads must give every episode the same tokens as
