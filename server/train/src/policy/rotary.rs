@@ -92,6 +92,20 @@ impl Table {
             self.turn(head, position, inverse);
         }
     }
+
+    /// [`Table::turn_queries_and_keys`] for every `[q | k | v]` row of `qkv` (rows of
+    /// `row_width = 3 d`), row `i` by the `i`-th of `positions`.
+    pub fn turn_rows(
+        &self,
+        qkv: &mut [f32],
+        row_width: usize,
+        positions: impl IntoIterator<Item = usize>,
+        inverse: bool,
+    ) {
+        for (row, position) in qkv.chunks_exact_mut(row_width).zip(positions) {
+            self.turn_queries_and_keys(row, position, inverse);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -222,9 +222,7 @@ pub fn advance(weights: &Weights, cache: &mut Cache, tokens: &[&[u32]]) -> Vec<f
         );
         let mut qkv = dense(&block.qkv, &h, total);
         if let Some(table) = &weights.rotary {
-            for (row, &position) in qkv.chunks_exact_mut(3 * d).zip(&positions) {
-                table.turn_queries_and_keys(row, position, false);
-            }
+            table.turn_rows(&mut qkv, 3 * d, positions.iter().copied(), false);
         }
         let mut context = vec![0.0f32; total * d];
         for (row, &(start, end)) in cache.rows.iter_mut().zip(&spans) {

@@ -369,9 +369,6 @@ pub fn backward(
 /// or back when `inverse` (a gradient's way back); nothing with a learned table.
 fn turn_rows(weights: &Weights, qkv: &mut [f32], seq: usize, inverse: bool) {
     if let Some(table) = &weights.rotary {
-        let width = 3 * weights.width();
-        for (p, row) in qkv.chunks_exact_mut(width).enumerate() {
-            table.turn_queries_and_keys(row, p % seq, inverse);
-        }
+        table.turn_rows(qkv, 3 * weights.width(), (0..).map(|p| p % seq), inverse);
     }
 }

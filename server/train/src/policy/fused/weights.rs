@@ -4,6 +4,8 @@
 //! holds the gradients: [`Weights::zeros_like`]. [`Weights::of`] reads them from the
 //! burn model (the model knows nothing of the fused passes).
 
+use std::sync::Arc;
+
 use burn::module::{Param, ParamId};
 use burn::nn::{LayerNorm, Linear};
 use burn::optim::GradientsParams;
@@ -113,8 +115,9 @@ pub struct Weights {
     pub tokens: Array,
     /// Position embeddings, `[context, d]`; `None` with rotary positions.
     pub positions: Option<Array>,
-    /// With rotary positions, the turns of every position (`None` with a table).
-    pub rotary: Option<Table>,
+    /// With rotary positions, the turns of every position (`None` with a table); shared
+    /// with the gradients of [`Weights::zeros_like`], which never read it.
+    pub rotary: Option<Arc<Table>>,
     /// Positions the model knows.
     pub context: usize,
     /// The blocks in order.
@@ -246,7 +249,7 @@ impl Weights {
                 .transpose()?,
             rotary: model.positions.is_none().then(|| {
                 let (width, heads) = (model.tokens.weight.dims()[1], model.heads());
-                Table::new(width / heads, model.context())
+                Arc::new(Table::new(width / heads, model.context()))
             }),
             context: model.context(),
             blocks: model
