@@ -454,11 +454,12 @@ impl Default for RsConfig {
 /// Choosing checkpoints on validation, and the gate before reinforcement learning.
 ///
 /// With `enabled`, the checkpoints at `sft_steps` (and the last SFT step) are scored on
-/// validation by success at `temperature` over `tasks` tasks x `samples`
-/// samples; GRPO starts from the best (ties go to the later step). At that checkpoint
-/// the gate measures validation pass@1 and pass@`gate_samples` over `gate_tasks`
-/// tasks at `grpo.temperature` (the headroom of GRPO's groups) and warns when their gap is below `min_gap`. After GRPO or RS, the
-/// checkpoints at `rl_steps` (and the last step) are scored the same way. The choices
+/// validation by success at `temperature` over `tasks` tasks x `samples` samples; GRPO
+/// starts from the best (ties go to the later step). At that checkpoint the gate
+/// measures validation pass@1 and pass@`gate_samples` over `gate_tasks` tasks at
+/// `grpo.temperature` (the headroom of GRPO's groups) and warns when their gap is below
+/// `min_gap`. After GRPO or RS, the checkpoints at `rl_steps` (and the last step) are
+/// scored the same way. The choices
 /// and their numbers go to the metrics, the log and `summary.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]

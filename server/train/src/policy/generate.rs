@@ -142,23 +142,6 @@ impl<'m> ModelGenerator<'m> {
         }
     }
 
-    /// Encodes `contexts` from scratch, each distinct one once: the cache (one row per
-    /// context, repeats copied) and the logits `[N, V]`. A row's logits are those of its
-    /// own prefill: rows do not mix in a prefill (tested).
-    fn prefill_distinct(&self, contexts: &[&[u32]]) -> Result<(Cache, Vec<f32>)> {
-        let (unique, of_row) = distinct(contexts);
-        let (cache, logits) = self.engine().prefill(&unique)?;
-        if unique.len() == contexts.len() {
-            return Ok((cache, logits));
-        }
-        let vocab = logits.len() / unique.len().max(1);
-        let logits = of_row
-            .iter()
-            .flat_map(|&u| logits[u * vocab..(u + 1) * vocab].iter().copied())
-            .collect();
-        Ok((self.engine().select(&cache, &of_row), logits))
-    }
-
     /// Samples every request's action from `logits` onwards, feeding each token back
     /// through `cache`; `holds[i]` is what row `i` of the cache holds (its context),
     /// extended with the tokens fed. Returns the actions and the batch to keep.
@@ -291,6 +274,23 @@ impl Engine<'_> {
         }
     }
 
+    /// Encodes `contexts` from scratch, each distinct one once: the cache (one row per
+    /// context, repeats copied) and the logits `[N, V]`. A row's logits are those of its
+    /// own prefill: rows do not mix in a prefill (tested).
+    pub fn prefill_distinct(&self, contexts: &[&[u32]]) -> Result<(Cache, Vec<f32>)> {
+        let (unique, of_row) = distinct(contexts);
+        let (cache, logits) = self.prefill(&unique)?;
+        if unique.len() == contexts.len() {
+            return Ok((cache, logits));
+        }
+        let vocab = logits.len() / unique.len();
+        let logits = of_row
+            .iter()
+            .flat_map(|&u| logits[u * vocab..(u + 1) * vocab].iter().copied())
+            .collect();
+        Ok((self.select(&cache, &of_row), logits))
+    }
+
     /// Appends `suffixes` to the rows of `cache`: the logits at each row's last new token.
     pub fn extend(&self, cache: &mut Cache, suffixes: &[&[u32]]) -> Result<Vec<f32>> {
         match (cache, self.weights) {
@@ -388,7 +388,7 @@ impl Generator for ModelGenerator<'_> {
         let fresh: Vec<usize> = (0..requests.len()).filter(|&k| !claimed[k]).collect();
         for indices in fresh.chunks(MAX_ROWS) {
             let contexts: Vec<&[u32]> = indices.iter().map(|&k| requests[k].context).collect();
-            let (cache, logits) = self.prefill_distinct(&contexts)?;
+            let (cache, logits) = self.engine().prefill_distinct(&contexts)?;
             self.calls_prefilled += indices.len();
             let holds: Vec<Vec<u32>> = contexts.iter().map(|c| c.to_vec()).collect();
             let mut picked = pick(requests, indices);
@@ -594,7 +594,7 @@ mod tests {
             };
             generator.load_weights().unwrap();
             let engine = generator.engine();
-            let (mut shared, shared_logits) = generator.prefill_distinct(&contexts).unwrap();
+            let (mut shared, shared_logits) = engine.prefill_distinct(&contexts).unwrap();
             let (mut every, every_logits) = engine.prefill(&contexts).unwrap();
             let tolerance = if fused { 0.0 } else { 1e-4 };
             let close = |x: &[f32], y: &[f32], what: &str| {
