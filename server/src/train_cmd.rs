@@ -378,6 +378,50 @@ fn print_report(report: &Report) {
             crate::output::outln!("  tier {tier:<2} {}", paired_text(paired));
         }
     }
+    for line in bug_table(report) {
+        crate::output::outln!("{line}");
+    }
+}
+
+/// Success per bug operator, one row each: its tasks, every arm's success, then each
+/// pair's difference with its bootstrap interval (`-` where the operator has fewer
+/// than two keys to resample).
+fn bug_table(report: &Report) -> Vec<String> {
+    let Some(first) = report.arms.first() else {
+        return Vec::new();
+    };
+    let mut header = format!("{:<20} {:>5}", "by bug operator", "tasks");
+    for arm in &report.arms {
+        let _ = write!(header, " {:>9}", arm.name);
+    }
+    for pair in &report.pairs {
+        let _ = write!(header, " {:>26}", format!("{} - {}", pair.a, pair.b));
+    }
+    let mut lines = vec![header];
+    for (bug, summary) in &first.bugs {
+        let mut row = format!("{bug:<20} {:>5}", summary.tasks);
+        for arm in &report.arms {
+            let cell = arm
+                .bugs
+                .get(bug)
+                .map_or_else(|| "-".to_owned(), |s| format!("{:.3}", s.success.mean));
+            let _ = write!(row, " {cell:>9}");
+        }
+        for pair in &report.pairs {
+            let cell = pair.bugs.get(bug).map_or_else(
+                || "-".to_owned(),
+                |p| {
+                    format!(
+                        "{:+.3} [{:+.3}, {:+.3}]",
+                        p.difference, p.ci95_bootstrap[0], p.ci95_bootstrap[1]
+                    )
+                },
+            );
+            let _ = write!(row, " {cell:>26}");
+        }
+        lines.push(row);
+    }
+    lines
 }
 
 /// Arguments of `arlbook bench-train` (run by `cargo xtask bench train`).

@@ -355,6 +355,53 @@ fn failure_table(text: &mut String, results: &[SeedResult]) {
     let _ = writeln!(text);
 }
 
+/// Success per bug operator, per seed: every arm's success and the first pair's
+/// difference (GRPO - SFT) with its bootstrap interval.
+fn bug_table(text: &mut String, results: &[SeedResult]) {
+    let Some(first) = results.first() else {
+        return;
+    };
+    let names: Vec<&str> = first.report["arms"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|arm| arm["name"].as_str().unwrap_or("?"))
+        .collect();
+    let pair_name = first.report["pairs"][0]["a"]
+        .as_str()
+        .zip(first.report["pairs"][0]["b"].as_str())
+        .map_or_else(|| "-".to_owned(), |(a, b)| format!("{a} - {b}"));
+    let _ = writeln!(
+        text,
+        "Success by bug operator (a skill the SFT checkpoint lacks is one no arm adds):\n\n\
+         | seed | bug operator | tasks | {} | {pair_name} |",
+        names.join(" | ")
+    );
+    let _ = writeln!(text, "|---:|---|---:|{}---:|", "---:|".repeat(names.len()));
+    for r in results {
+        let arms = r.report["arms"].as_array().cloned().unwrap_or_default();
+        let Some(bugs) = arms.first().and_then(|a| a["bugs"].as_object()) else {
+            continue;
+        };
+        for (bug, summary) in bugs {
+            let mut row = format!("| {} | {bug} | {} |", r.seed, summary["tasks"]);
+            for arm in &arms {
+                let _ = write!(row, " {} |", points(&arm["bugs"][bug]["success"]["mean"]));
+            }
+            let pair = &r.report["pairs"][0]["bugs"][bug];
+            let difference = pair["difference"]
+                .as_f64()
+                .map_or_else(|| "-".to_owned(), |d| format!("{:+.1}", 100.0 * d));
+            let _ = writeln!(
+                text,
+                "{row} {difference} {} |",
+                interval(&pair["ci95_bootstrap"])
+            );
+        }
+    }
+    let _ = writeln!(text);
+}
+
 /// The markdown tables of every seed.
 fn table(results: &[SeedResult]) -> String {
     let mut text = String::new();
@@ -419,6 +466,7 @@ fn table(results: &[SeedResult]) -> String {
             .join(", ")
     );
     pass_at_k_table(&mut text, results);
+    bug_table(&mut text, results);
     failure_table(&mut text, results);
     recovery_table(&mut text, results);
     gate_table(&mut text, results);
@@ -446,4 +494,58 @@ pub fn run_experiment(args: &[String]) -> anyhow::Result<()> {
     println!("{text}");
     eprintln!("xtask: wrote {}", path.display());
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seed(report: Value) -> SeedResult {
+        SeedResult {
+            seed: 7,
+            report,
+            gate: None,
+            cost: [
+                ("sft".to_owned(), None),
+                ("grpo".to_owned(), None),
+                ("rs".to_owned(), None),
+            ],
+        }
+    }
+
+    /// One row per seed and operator, each arm's success in points, then the first
+    /// pair's difference; an operator without a paired difference shows `-`.
+    #[test]
+    fn the_bug_table_has_a_row_per_operator_with_each_arm_and_the_first_pair() {
+        let arm = |name: &str, init: f64, ret: f64| {
+            serde_json::json!({
+                "name": name,
+                "bugs": {
+                    "wrong_init": {"tasks": 12, "success": {"mean": init}},
+                    "wrong_return": {"tasks": 3, "success": {"mean": ret}},
+                }
+            })
+        };
+        let report = serde_json::json!({
+            "arms": [arm("sft", 0.25, 0.5), arm("grpo", 0.5, 0.5)],
+            "pairs": [{
+                "a": "grpo", "b": "sft",
+                "bugs": {"wrong_init": {"difference": 0.25, "ci95_bootstrap": [0.125, 0.375]}}
+            }]
+        });
+        let mut text = String::new();
+        bug_table(&mut text, &[seed(report)]);
+        assert!(
+            text.contains("| seed | bug operator | tasks | sft | grpo | grpo - sft |"),
+            "{text}"
+        );
+        assert!(
+            text.contains("| 7 | wrong_init | 12 | 25.0 | 50.0 | +25.0 [12.5, 37.5] |"),
+            "{text}"
+        );
+        assert!(
+            text.contains("| 7 | wrong_return | 3 | 50.0 | 50.0 | - [-, -] |"),
+            "{text}"
+        );
+    }
 }

@@ -11,6 +11,9 @@
 //! rates `a_i - b_i`: mean, clustered standard error, the normal interval
 //! `mean -+ 1.96 se` and the cluster-bootstrap interval. Each statistic is given over
 //! all tasks and over each tier's tasks (validation and test keys are tier A or B).
+//! Success and the paired differences are also given per bug operator (the injected
+//! bug's kind, `wrong_return`, `off_by_one`, ...): a policy's skills are uneven across
+//! them, and a gain that comes from some operators and not others shows there.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -193,6 +196,9 @@ pub struct ArmResult {
     pub overall: Summary,
     /// Per tier (`A`, `B`), for tiers with at least one task.
     pub tiers: BTreeMap<String, Summary>,
+    /// Per bug operator (`wrong_init`, `wrong_return`, ...), for operators with at
+    /// least one task.
+    pub bugs: BTreeMap<String, Summary>,
     /// The recovery diagnostic, when asked for: success from the wrong first patch.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub recovery: Option<Recovery>,
@@ -241,6 +247,8 @@ pub struct PairResult {
     pub overall: Paired,
     /// Per tier, for tiers with at least two keys.
     pub tiers: BTreeMap<String, Paired>,
+    /// Per bug operator, for operators with at least two keys.
+    pub bugs: BTreeMap<String, Paired>,
 }
 
 /// The report of `arlbook eval`.
@@ -369,6 +377,33 @@ fn subsets(tasks: &[Task]) -> Vec<(Option<String>, Vec<usize>)> {
     sets
 }
 
+/// The tasks of each bug operator present, by name.
+fn bug_subsets(tasks: &[Task]) -> BTreeMap<String, Vec<usize>> {
+    let mut bugs: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+    for (i, task) in tasks.iter().enumerate() {
+        bugs.entry(task.bug.name().to_owned()).or_default().push(i);
+    }
+    bugs
+}
+
+/// The paired comparison `a - b` on each of `sets` that has at least two problem keys
+/// (a bootstrap over one cluster has no spread).
+fn compare_each(
+    a: &[usize],
+    b: &[usize],
+    tasks: &[Task],
+    sets: &BTreeMap<String, Vec<usize>>,
+    plan: &EvalPlan,
+) -> Result<BTreeMap<String, Paired>> {
+    let mut out = BTreeMap::new();
+    for (name, subset) in sets {
+        if key_clusters(tasks, subset).len() >= 2 {
+            out.insert(name.clone(), compare(a, b, tasks, subset, plan)?);
+        }
+    }
+    Ok(out)
+}
+
 /// The clusters (by problem key) of the tasks `subset`, as indices into `subset`.
 fn key_clusters(tasks: &[Task], subset: &[usize]) -> Vec<Vec<usize>> {
     let keys: Vec<&str> = subset.iter().map(|&i| tasks[i].key.as_str()).collect();
@@ -461,10 +496,20 @@ pub fn pair_order(arms: usize) -> Vec<(usize, usize)> {
 pub fn report(plan: &EvalPlan, runs: &[(String, CheckpointRun)]) -> Result<Report> {
     let tasks = plan.task_list();
     let sets = subsets(&tasks);
+    let bug_sets = bug_subsets(&tasks);
     let arms = runs
         .iter()
         .map(|(name, run)| {
             let (overall, tiers) = summaries(&run.successes, &tasks, &sets, plan)?;
+            let bugs = bug_sets
+                .iter()
+                .map(|(bug, subset)| {
+                    Ok((
+                        bug.clone(),
+                        summarise(&run.successes, &tasks, subset, plan)?,
+                    ))
+                })
+                .collect::<Result<BTreeMap<_, _>>>()?;
             let recovery = match &run.recovered {
                 Some(successes) => {
                     let (overall, tiers) = summaries(successes, &tasks, &sets, plan)?;
@@ -482,6 +527,7 @@ pub fn report(plan: &EvalPlan, runs: &[(String, CheckpointRun)]) -> Result<Repor
                 successes: run.successes.clone(),
                 overall,
                 tiers,
+                bugs,
                 recovery,
                 failures: run.failures.clone(),
             })
@@ -492,18 +538,16 @@ pub fn report(plan: &EvalPlan, runs: &[(String, CheckpointRun)]) -> Result<Repor
         .map(|(i, j)| {
             let (a, b) = (&runs[i].1.successes, &runs[j].1.successes);
             let overall = compare(a, b, &tasks, &sets[0].1, plan)?;
-            let mut tiers = BTreeMap::new();
-            for (tier, subset) in &sets[1..] {
-                if key_clusters(&tasks, subset).len() >= 2 {
-                    let name = tier.clone().unwrap_or_default();
-                    tiers.insert(name, compare(a, b, &tasks, subset, plan)?);
-                }
-            }
+            let tier_sets: BTreeMap<String, Vec<usize>> = sets[1..]
+                .iter()
+                .map(|(tier, subset)| (tier.clone().unwrap_or_default(), subset.clone()))
+                .collect();
             Ok(PairResult {
                 a: runs[i].0.clone(),
                 b: runs[j].0.clone(),
                 overall,
-                tiers,
+                tiers: compare_each(a, b, &tasks, &tier_sets, plan)?,
+                bugs: compare_each(a, b, &tasks, &bug_sets, plan)?,
             })
         })
         .collect::<Result<Vec<_>>>()?;
@@ -673,5 +717,67 @@ mod tests {
             / 60.0;
         assert!((pair.overall.difference - diff).abs() < 1e-12);
         assert!(pair.overall.ci95_normal[0] < diff && diff < pair.overall.ci95_normal[1]);
+    }
+
+    /// Each task counts under its own bug operator once, and the per-operator success
+    /// and paired difference are the plain means over that operator's tasks.
+    #[test]
+    fn reports_break_success_and_differences_down_by_bug_operator() {
+        let plan = EvalPlan {
+            split: Split::Validation,
+            tasks: 120,
+            samples: 4,
+            ks: vec![1],
+            temperature: 1.0,
+            first_task: 30,
+            seed: 9,
+            show: 0,
+            recovery: false,
+        };
+        let tasks = plan.task_list();
+        let a: Vec<usize> = (0..120).map(|i| (i * 7) % 5).collect();
+        let b: Vec<usize> = (0..120).map(|i| (i * 3) % 5).collect();
+        let run = |s: &Vec<usize>| CheckpointRun {
+            checkpoint: PathBuf::from("x"),
+            successes: s.clone(),
+            recovered: None,
+            shown: Vec::new(),
+            failures: FailureBreakdown::default(),
+        };
+        let report = report(
+            &plan,
+            &[("b".to_owned(), run(&b)), ("a".to_owned(), run(&a))],
+        )
+        .unwrap();
+        let arm = &report.arms[1];
+        let counted: usize = arm.bugs.values().map(|s| s.tasks).sum();
+        assert_eq!(counted, 120, "every task has one bug operator");
+        assert!(
+            arm.bugs.len() >= 4,
+            "120 tasks draw most operators: {:?}",
+            arm.bugs.keys()
+        );
+        let pair = &report.pairs[0];
+        for (bug, summary) in &arm.bugs {
+            let of_bug: Vec<usize> = (0..120).filter(|&i| tasks[i].bug.name() == bug).collect();
+            assert_eq!(summary.tasks, of_bug.len(), "{bug}");
+            let mean = of_bug.iter().map(|&i| a[i] as f64 / 4.0).sum::<f64>() / of_bug.len() as f64;
+            assert!((summary.success.mean - mean).abs() < 1e-12, "{bug}");
+            let keys: std::collections::BTreeSet<&str> =
+                of_bug.iter().map(|&i| tasks[i].key.as_str()).collect();
+            assert_eq!(summary.keys, keys.len(), "{bug}");
+            match pair.bugs.get(bug) {
+                Some(paired) => {
+                    let diff = of_bug
+                        .iter()
+                        .map(|&i| (a[i] as f64 - b[i] as f64) / 4.0)
+                        .sum::<f64>()
+                        / of_bug.len() as f64;
+                    assert!((paired.difference - diff).abs() < 1e-12, "{bug}");
+                    assert_eq!(paired.tasks, of_bug.len(), "{bug}");
+                }
+                None => assert!(keys.len() < 2, "{bug}: compared whenever two keys exist"),
+            }
+        }
     }
 }
