@@ -671,34 +671,39 @@ mod tests {
         assert_eq!(pair_order(3), vec![(1, 0), (2, 0), (1, 2)]);
     }
 
-    #[test]
-    fn reports_cover_each_tier_and_cluster_by_key() {
-        let plan = EvalPlan {
-            split: Split::Test,
-            tasks: 60,
-            samples: 2,
-            ks: vec![1, 2],
+    fn plan_of(split: Split, tasks: usize, samples: usize, first_task: u64, seed: u64) -> EvalPlan {
+        EvalPlan {
+            split,
+            tasks,
+            samples,
+            ks: vec![1, samples],
             temperature: 1.0,
-            first_task: 0,
-            seed: 4,
+            first_task,
+            seed,
             show: 0,
             recovery: false,
-        };
-        let tasks = plan.task_list();
-        let a: Vec<usize> = (0..60).map(|i| i % 3).collect();
-        let b: Vec<usize> = (0..60).map(|i| (i / 2) % 2).collect();
-        let run = |s: &Vec<usize>| CheckpointRun {
+        }
+    }
+
+    /// The report of arm `b` then arm `a`, given their successes per task.
+    fn report_of(plan: &EvalPlan, b: &[usize], a: &[usize]) -> Report {
+        let run = |successes: &[usize]| CheckpointRun {
             checkpoint: PathBuf::from("x"),
-            successes: s.clone(),
+            successes: successes.to_vec(),
             recovered: None,
             shown: Vec::new(),
             failures: FailureBreakdown::default(),
         };
-        let report = report(
-            &plan,
-            &[("b".to_owned(), run(&b)), ("a".to_owned(), run(&a))],
-        )
-        .unwrap();
+        report(plan, &[("b".to_owned(), run(b)), ("a".to_owned(), run(a))]).unwrap()
+    }
+
+    #[test]
+    fn reports_cover_each_tier_and_cluster_by_key() {
+        let plan = plan_of(Split::Test, 60, 2, 0, 4);
+        let tasks = plan.task_list();
+        let a: Vec<usize> = (0..60).map(|i| i % 3).collect();
+        let b: Vec<usize> = (0..60).map(|i| (i / 2) % 2).collect();
+        let report = report_of(&plan, &b, &a);
         let arm = &report.arms[1];
         let tier_tasks: usize = arm.tiers.values().map(|s| s.tasks).sum();
         assert_eq!(tier_tasks, 60, "every test task has a tier");
@@ -723,32 +728,11 @@ mod tests {
     /// and paired difference are the plain means over that operator's tasks.
     #[test]
     fn reports_break_success_and_differences_down_by_bug_operator() {
-        let plan = EvalPlan {
-            split: Split::Validation,
-            tasks: 120,
-            samples: 4,
-            ks: vec![1],
-            temperature: 1.0,
-            first_task: 30,
-            seed: 9,
-            show: 0,
-            recovery: false,
-        };
+        let plan = plan_of(Split::Validation, 120, 4, 30, 9);
         let tasks = plan.task_list();
         let a: Vec<usize> = (0..120).map(|i| (i * 7) % 5).collect();
         let b: Vec<usize> = (0..120).map(|i| (i * 3) % 5).collect();
-        let run = |s: &Vec<usize>| CheckpointRun {
-            checkpoint: PathBuf::from("x"),
-            successes: s.clone(),
-            recovered: None,
-            shown: Vec::new(),
-            failures: FailureBreakdown::default(),
-        };
-        let report = report(
-            &plan,
-            &[("b".to_owned(), run(&b)), ("a".to_owned(), run(&a))],
-        )
-        .unwrap();
+        let report = report_of(&plan, &b, &a);
         let arm = &report.arms[1];
         let counted: usize = arm.bugs.values().map(|s| s.tasks).sum();
         assert_eq!(counted, 120, "every task has one bug operator");
