@@ -373,7 +373,7 @@ fn bug_table(text: &mut String, results: &[SeedResult]) {
         .map_or_else(|| "-".to_owned(), |(a, b)| format!("{a} - {b}"));
     let _ = writeln!(
         text,
-        "Success by bug operator (a skill the SFT checkpoint lacks is one no arm adds):\n\n\
+        "\nSuccess by bug operator (a skill the SFT checkpoint lacks is one no arm adds):\n\n\
          | seed | bug operator | tasks | {} | {pair_name} |",
         names.join(" | ")
     );
