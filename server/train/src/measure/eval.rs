@@ -343,38 +343,27 @@ pub fn score(folder: &Path, plan: &EvalPlan, device: &Device) -> Result<Summary>
     summarise(&run.successes, &tasks, &everything, plan)
 }
 
-/// Summaries of `successes` over all tasks and per tier.
-fn summaries(
+/// Success and pass@k of `successes` on each of `sets` (tiers or bug operators).
+fn summarise_each(
     successes: &[usize],
     tasks: &[Task],
-    sets: &[(Option<String>, Vec<usize>)],
+    sets: &BTreeMap<String, Vec<usize>>,
     plan: &EvalPlan,
-) -> Result<(Summary, BTreeMap<String, Summary>)> {
-    let mut tiers = BTreeMap::new();
-    let mut overall = None;
-    for (tier, subset) in sets {
-        let summary = summarise(successes, tasks, subset, plan)?;
-        match tier {
-            Some(tier) => {
-                tiers.insert(tier.clone(), summary);
-            }
-            None => overall = Some(summary),
-        }
-    }
-    Ok((overall.ok_or_else(|| anyhow::anyhow!("no tasks"))?, tiers))
+) -> Result<BTreeMap<String, Summary>> {
+    sets.iter()
+        .map(|(name, subset)| Ok((name.clone(), summarise(successes, tasks, subset, plan)?)))
+        .collect()
 }
 
-/// The task sets a report covers: all tasks, then each tier present, by name.
-fn subsets(tasks: &[Task]) -> Vec<(Option<String>, Vec<usize>)> {
-    let mut sets = vec![(None, (0..tasks.len()).collect::<Vec<_>>())];
-    let mut tiers: BTreeMap<&'static str, Vec<usize>> = BTreeMap::new();
+/// The tasks of each tier present, by name.
+fn tier_subsets(tasks: &[Task]) -> BTreeMap<String, Vec<usize>> {
+    let mut tiers: BTreeMap<String, Vec<usize>> = BTreeMap::new();
     for (i, task) in tasks.iter().enumerate() {
         if let Some(tier) = task.tier {
-            tiers.entry(tier.name()).or_default().push(i);
+            tiers.entry(tier.name().to_owned()).or_default().push(i);
         }
     }
-    sets.extend(tiers.into_iter().map(|(n, s)| (Some(n.to_owned()), s)));
-    sets
+    tiers
 }
 
 /// The tasks of each bug operator present, by name.
@@ -495,39 +484,27 @@ pub fn pair_order(arms: usize) -> Vec<(usize, usize)> {
 /// The report over `runs` (named arms, all on `plan`).
 pub fn report(plan: &EvalPlan, runs: &[(String, CheckpointRun)]) -> Result<Report> {
     let tasks = plan.task_list();
-    let sets = subsets(&tasks);
+    let everything: Vec<usize> = (0..tasks.len()).collect();
+    let tier_sets = tier_subsets(&tasks);
     let bug_sets = bug_subsets(&tasks);
     let arms = runs
         .iter()
         .map(|(name, run)| {
-            let (overall, tiers) = summaries(&run.successes, &tasks, &sets, plan)?;
-            let bugs = bug_sets
-                .iter()
-                .map(|(bug, subset)| {
-                    Ok((
-                        bug.clone(),
-                        summarise(&run.successes, &tasks, subset, plan)?,
-                    ))
-                })
-                .collect::<Result<BTreeMap<_, _>>>()?;
             let recovery = match &run.recovered {
-                Some(successes) => {
-                    let (overall, tiers) = summaries(successes, &tasks, &sets, plan)?;
-                    Some(Recovery {
-                        successes: successes.clone(),
-                        overall,
-                        tiers,
-                    })
-                }
+                Some(successes) => Some(Recovery {
+                    successes: successes.clone(),
+                    overall: summarise(successes, &tasks, &everything, plan)?,
+                    tiers: summarise_each(successes, &tasks, &tier_sets, plan)?,
+                }),
                 None => None,
             };
             Ok(ArmResult {
                 name: name.clone(),
                 checkpoint: run.checkpoint.clone(),
                 successes: run.successes.clone(),
-                overall,
-                tiers,
-                bugs,
+                overall: summarise(&run.successes, &tasks, &everything, plan)?,
+                tiers: summarise_each(&run.successes, &tasks, &tier_sets, plan)?,
+                bugs: summarise_each(&run.successes, &tasks, &bug_sets, plan)?,
                 recovery,
                 failures: run.failures.clone(),
             })
@@ -537,15 +514,10 @@ pub fn report(plan: &EvalPlan, runs: &[(String, CheckpointRun)]) -> Result<Repor
         .into_iter()
         .map(|(i, j)| {
             let (a, b) = (&runs[i].1.successes, &runs[j].1.successes);
-            let overall = compare(a, b, &tasks, &sets[0].1, plan)?;
-            let tier_sets: BTreeMap<String, Vec<usize>> = sets[1..]
-                .iter()
-                .map(|(tier, subset)| (tier.clone().unwrap_or_default(), subset.clone()))
-                .collect();
             Ok(PairResult {
                 a: runs[i].0.clone(),
                 b: runs[j].0.clone(),
-                overall,
+                overall: compare(a, b, &tasks, &everything, plan)?,
                 tiers: compare_each(a, b, &tasks, &tier_sets, plan)?,
                 bugs: compare_each(a, b, &tasks, &bug_sets, plan)?,
             })
