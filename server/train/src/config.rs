@@ -162,6 +162,11 @@ pub struct SftConfig {
     /// names a text the code does not contain and is refused before the right edit
     /// (the loss starts after the refused call; see `learner::sft`). Default 0.
     pub mistake_rate: f64,
+    /// Weight of the observation tokens' loss beside the action tokens' (0 = actions
+    /// only): the step's loss is the actions' mean negative log-likelihood plus this
+    /// times the observations' (tool results: the listing, the test report), each a
+    /// mean over its own tokens (see `learner::sft`). Default 0.
+    pub observation_loss_weight: f64,
     /// Probe the policy every this many SFT steps and at the last (0 = never): a
     /// `probe` metrics row with greedy validation success, its failures by cause and
     /// the teacher-forced accuracy by action part (see `train::probe`). Default 0.
@@ -190,6 +195,7 @@ impl Default for SftConfig {
             recovery_steps: 0,
             recovery_tasks: 512,
             mistake_rate: 0.0,
+            observation_loss_weight: 0.0,
             probe_every: 0,
             probe_tasks: 64,
         }
@@ -765,6 +771,11 @@ impl TrainConfig {
             "must be in [0, 1]",
         )?;
         require(
+            (0.0..=10.0).contains(&s.observation_loss_weight),
+            "sft.observation_loss_weight",
+            "must be in [0, 10]",
+        )?;
+        require(
             s.probe_every == 0 || s.probe_tasks >= 1,
             "sft.probe_tasks",
             "must be at least 1 when sft.probe_every is set",
@@ -1087,6 +1098,11 @@ mod tests {
         assert!(err.to_string().contains("sft.recovery_tasks"), "{err}");
         let err = TrainConfig::from_toml("[sft]\nmistake_rate = 1.5\n").unwrap_err();
         assert!(err.to_string().contains("sft.mistake_rate"), "{err}");
+        let err = TrainConfig::from_toml("[sft]\nobservation_loss_weight = -0.5\n").unwrap_err();
+        assert!(
+            err.to_string().contains("sft.observation_loss_weight"),
+            "{err}"
+        );
         let err = TrainConfig::from_toml("[grpo]\neps_low = nan\n").unwrap_err();
         assert!(err.to_string().contains("grpo.eps_low"), "{err}");
         let err = TrainConfig::from_toml("[grpo]\ngroup_size = 1000000000000\n").unwrap_err();

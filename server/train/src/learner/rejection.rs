@@ -77,7 +77,7 @@ pub fn run(trainer: &mut Trainer) -> Result<()> {
         if !kept.is_empty() {
             let mut refs: Vec<&Demonstration> = kept.iter().collect();
             let (loss, tokens, mut grads) =
-                demonstration_gradients(trainer, &mut refs, slice_episodes(&trainer.plain))?;
+                demonstration_gradients(trainer, &mut refs, slice_episodes(&trainer.plain), 0.0)?;
             if !loss.is_finite() {
                 bail!("rs step {step}: the loss is not finite ({loss})");
             }

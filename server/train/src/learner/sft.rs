@@ -28,6 +28,17 @@
 //! the harness refuses it, and the teacher goes on to the right edit; their loss
 //! starts after the refused call ([`arlbook_core::agent::mistake`]).
 //!
+//! With `sft.observation_loss_weight = w > 0`, the tool results become targets too
+//! (the prompt stays context):
+//!
+//! `L = mean_{action targets} -log pi(x_t | x_<t) + w * mean_{observation targets} -log pi(x_t | x_<t)`,
+//!
+//! each mean over the step's own tokens of that kind, the observations counted from
+//! `trained_from` to the end of the last action. It is the prompt-loss weight of
+//! supervised fine-tuning APIs restricted to what the environment writes: the listing
+//! `read_code()` prints is what an edit copies names and text from, and predicting it
+//! trains that reading. The logged loss is the first term alone.
+//!
 //! With `sft.probe_every`, a `probe` row follows every that many steps and the last
 //! (validation success, failures by cause, teacher-forced accuracy by action part:
 //! [`crate::measure::probe`]), written before the step's checkpoint so a resumed run has it
@@ -288,8 +299,12 @@ fn run_phase(
             pool.len(),
         );
         let mut batch: Vec<&Demonstration> = indices.iter().map(|&i| &pool[i]).collect();
-        let (loss_value, tokens, mut grads) =
-            demonstration_gradients(trainer, &mut batch, slice_episodes(&trainer.plain))?;
+        let (loss_value, tokens, mut grads) = demonstration_gradients(
+            trainer,
+            &mut batch,
+            slice_episodes(&trainer.plain),
+            config.sft.observation_loss_weight,
+        )?;
         if !loss_value.is_finite() {
             bail!("sft step {step}: the loss is not finite ({loss_value})");
         }
@@ -351,7 +366,10 @@ pub(super) fn slice_episodes(device: &Device) -> usize {
 
 /// One SFT step's loss, trained-token count and gradients over `batch`, sorted by
 /// length in place (longest first) and run `slice_episodes` at a time (the slicing of
-/// the module docs).
+/// the module docs). With `observation_weight > 0` the gradient is that of the action
+/// loss plus `observation_weight` times the observations' mean negative log-likelihood
+/// (`sft.observation_loss_weight`, the module docs); the loss returned is the actions'
+/// alone either way, so it reads the same with and without the weight.
 ///
 /// # Errors
 /// When a slice's loss cannot be read back from the device.
@@ -359,9 +377,16 @@ pub(super) fn demonstration_gradients(
     trainer: &Trainer,
     batch: &mut [&Demonstration],
     slice_episodes: usize,
+    observation_weight: f64,
 ) -> Result<(f64, usize, GradientsParams)> {
     batch.sort_by_key(|d| std::cmp::Reverse(d.record.tokens.len()));
     let tokens: usize = batch.iter().map(|d| d.trained_tokens()).sum();
+    let with_observations = observation_weight > 0.0;
+    let observed: usize = if with_observations {
+        batch.iter().map(|d| observation_targets(d).count()).sum()
+    } else {
+        0
+    };
     let slices: Vec<&[&Demonstration]> = batch.chunks(slice_episodes.max(1)).collect();
     let device = &trainer.device;
     // The fused CPU path on the CPU backend, burn's graph elsewhere (`crate::policy::fused`).
@@ -373,16 +398,26 @@ pub(super) fn demonstration_gradients(
         &slices,
         rollout_threads(&trainer.plain),
         |model, slice| {
-            let (micro, mask) = demonstration_batch(slice, device);
+            let (micro, masks) = demonstration_batch(slice, with_observations, device);
             let scored = score(path, model, &micro.tokens, 1.0, Entropy::Skip, device)?;
-            let loss = (scored.logp.clone() * mask)
+            let action_loss = (scored.logp.clone() * masks.action)
                 .sum()
                 .neg()
                 .div_scalar(tokens.max(1) as f64);
-            let value = loss
+            let value = action_loss
                 .clone()
                 .try_into_scalar::<f32>()
                 .map_err(|e| anyhow::anyhow!("reading the SFT loss back from the device: {e:?}"))?;
+            let loss = match masks.observation {
+                Some(mask) if observed > 0 => {
+                    let observation_loss = (scored.logp.clone() * mask)
+                        .sum()
+                        .neg()
+                        .mul_scalar(observation_weight / observed as f64);
+                    action_loss + observation_loss
+                }
+                _ => action_loss,
+            };
             let grads = scored.gradients(&loss, model, &trainer.plain)?;
             Ok((grads, f64::from(value)))
         },
@@ -391,8 +426,39 @@ pub(super) fn demonstration_gradients(
     Ok((loss_value, tokens, grads))
 }
 
-/// The microbatch of `rows` and its loss mask restricted to their trained tokens.
-fn demonstration_batch(rows: &[&Demonstration], device: &Device) -> (MicroBatch, Tensor<2>) {
+/// The token indices of `demo`'s observation tokens that are targets of the
+/// observation loss: at or after `trained_from`, before the end of the last action
+/// (the microbatch stops there), and not the first token.
+fn observation_targets(demo: &Demonstration) -> impl Iterator<Item = usize> + '_ {
+    let spans = &demo.record.spans;
+    let last_action_end = spans
+        .iter()
+        .filter(|s| s.role == SpanRole::Action)
+        .map(|s| s.end)
+        .max()
+        .unwrap_or(0);
+    let first = demo.trained_from.max(1);
+    spans
+        .iter()
+        .filter(|s| s.role == SpanRole::Observation)
+        .flat_map(move |s| s.start.max(first)..s.end.min(last_action_end))
+}
+
+/// A microbatch's loss masks: the action targets (always) and the observation
+/// targets (with an observation loss).
+struct LossMasks {
+    action: Tensor<2>,
+    observation: Option<Tensor<2>>,
+}
+
+/// The microbatch of `rows` and its loss masks restricted to their trained tokens;
+/// `with_observations` adds the observation mask and has the fused path score those
+/// positions too.
+fn demonstration_batch(
+    rows: &[&Demonstration],
+    with_observations: bool,
+    device: &Device,
+) -> (MicroBatch, LossMasks) {
     let rollouts: Vec<Rollout> = rows
         .iter()
         .map(|d| Rollout {
@@ -402,9 +468,30 @@ fn demonstration_batch(rows: &[&Demonstration], device: &Device) -> (MicroBatch,
         })
         .collect();
     let refs: Vec<&Rollout> = rollouts.iter().collect();
-    let micro = crate::learner::batching::micro_batch(&refs, vocab(), device);
-    let mask = trained_mask(&micro, rows, device);
-    (micro, mask)
+    let mut micro = crate::learner::batching::micro_batch(&refs, vocab(), device);
+    let action = trained_mask(&micro, rows, device);
+    let observation = with_observations.then(|| {
+        let [n, t] = micro.mask.dims();
+        let mut mask = vec![0.0f32; n * t];
+        for (row, demo) in rows.iter().enumerate() {
+            // Target `j` is token `j + 1`.
+            for j in observation_targets(demo)
+                .map(|target| target - 1)
+                .filter(|&j| j < t)
+            {
+                mask[row * t + j] = 1.0;
+                micro.tokens.host.scored[row * t + j] = true;
+            }
+        }
+        Tensor::from_data(TensorData::new(mask, [n, t]), device)
+    });
+    (
+        micro,
+        LossMasks {
+            action,
+            observation,
+        },
+    )
 }
 
 /// The microbatch's loss mask without the targets before each row's `trained_from`
@@ -473,24 +560,27 @@ mod tests {
         let (demos, _) = demonstrations(&config, 7);
         assert!(demos.len() >= 5, "the teacher solves most training tasks");
         let trainer = Trainer::fresh(config, &out, burn::tensor::Device::flex()).unwrap();
-        let mut whole: Vec<&Demonstration> = demos.iter().collect();
-        let mut sliced = whole.clone();
-        let (loss_whole, tokens_whole, mut grads_whole) =
-            demonstration_gradients(&trainer, &mut whole, usize::MAX).unwrap();
-        let (loss_sliced, tokens_sliced, mut grads_sliced) =
-            demonstration_gradients(&trainer, &mut sliced, 2).unwrap();
-        assert_eq!(tokens_whole, tokens_sliced);
-        assert!(
-            (loss_whole - loss_sliced).abs() < 1e-5,
-            "{loss_whole} vs {loss_sliced}"
-        );
-        let norm_whole = clip_global_norm(&trainer.model, &mut grads_whole, 0.0).unwrap();
-        let norm_sliced = clip_global_norm(&trainer.model, &mut grads_sliced, 0.0).unwrap();
-        assert!(norm_whole > 0.0);
-        assert!(
-            (norm_whole - norm_sliced).abs() < 1e-4 * norm_whole,
-            "{norm_whole} vs {norm_sliced}"
-        );
+        for observation_weight in [0.0, 0.5] {
+            let mut whole: Vec<&Demonstration> = demos.iter().collect();
+            let mut sliced = whole.clone();
+            let (loss_whole, tokens_whole, mut grads_whole) =
+                demonstration_gradients(&trainer, &mut whole, usize::MAX, observation_weight)
+                    .unwrap();
+            let (loss_sliced, tokens_sliced, mut grads_sliced) =
+                demonstration_gradients(&trainer, &mut sliced, 2, observation_weight).unwrap();
+            assert_eq!(tokens_whole, tokens_sliced);
+            assert!(
+                (loss_whole - loss_sliced).abs() < 1e-5,
+                "{loss_whole} vs {loss_sliced}"
+            );
+            let norm_whole = clip_global_norm(&trainer.model, &mut grads_whole, 0.0).unwrap();
+            let norm_sliced = clip_global_norm(&trainer.model, &mut grads_sliced, 0.0).unwrap();
+            assert!(norm_whole > 0.0);
+            assert!(
+                (norm_whole - norm_sliced).abs() < 1e-4 * norm_whole,
+                "{norm_whole} vs {norm_sliced} (observation weight {observation_weight})"
+            );
+        }
         let _ = std::fs::remove_dir_all(&out);
     }
 
@@ -558,10 +648,122 @@ mod tests {
         };
         assert!(partial.trained_tokens() < partial.record.generated_tokens());
         let rows = [&demos[1], &partial];
-        let (_, mask) = demonstration_batch(&rows, &burn::tensor::Device::flex());
-        let per_row: Vec<f32> = mask.sum_dim(1).try_into_vec_as::<f32>().unwrap();
+        let (_, masks) = demonstration_batch(&rows, false, &burn::tensor::Device::flex());
+        assert!(masks.observation.is_none());
+        let per_row: Vec<f32> = masks.action.sum_dim(1).try_into_vec_as::<f32>().unwrap();
         assert_eq!(per_row[0] as usize, demos[1].trained_tokens());
         assert_eq!(per_row[1] as usize, partial.trained_tokens());
+    }
+
+    /// The observation mask holds exactly the tool results up to the last action (the
+    /// listing among them), after `trained_from`, and none of the action targets.
+    #[test]
+    fn the_observation_mask_holds_the_tool_results_up_to_the_last_action() {
+        let config = TrainConfig::default();
+        let (demos, _) = demonstrations(&config, 4);
+        let record = demos[0].record.clone();
+        let second_call = record
+            .spans
+            .iter()
+            .filter(|s| s.role == SpanRole::Action)
+            .nth(1)
+            .unwrap()
+            .start;
+        let partial = Demonstration {
+            record,
+            trained_from: second_call,
+        };
+        let rows = [&demos[1], &partial];
+        let device = burn::tensor::Device::flex();
+        let (micro, masks) = demonstration_batch(&rows, true, &device);
+        let observation = masks.observation.unwrap();
+        let [n, t] = observation.dims();
+        let values: Vec<f32> = observation.try_into_vec_as::<f32>().unwrap();
+        let action: Vec<f32> = masks.action.try_into_vec_as::<f32>().unwrap();
+        let tokenizer = arlbook_core::agent::tokenizer::tokenizer();
+        for (row, demo) in rows.iter().enumerate() {
+            let record = &demo.record;
+            let last_action_end = record
+                .spans
+                .iter()
+                .filter(|s| s.role == SpanRole::Action)
+                .map(|s| s.end)
+                .max()
+                .unwrap();
+            let expected: Vec<usize> = (demo.trained_from.max(1)..last_action_end)
+                .filter(|&i| {
+                    record
+                        .spans
+                        .iter()
+                        .any(|s| s.role == SpanRole::Observation && (s.start..s.end).contains(&i))
+                })
+                .collect();
+            assert!(!expected.is_empty());
+            let marked: Vec<usize> = (0..t)
+                .filter(|&j| values[row * t + j] == 1.0)
+                .map(|j| j + 1)
+                .collect();
+            assert_eq!(marked, expected, "row {row}");
+            for j in 0..t {
+                assert!(values[row * t + j] == 0.0 || action[row * t + j] == 0.0);
+                assert_eq!(
+                    micro.tokens.host.scored[row * t + j],
+                    values[row * t + j] == 1.0 || micro.padded.loss_mask[row * t + j] == 1,
+                );
+            }
+            let ids: Vec<u32> = marked.iter().map(|&i| record.tokens[i]).collect();
+            let text = tokenizer.decode(&ids);
+            assert!(text.contains("def "), "the listing is a target: {text}");
+        }
+        assert_eq!(n, 2);
+    }
+
+    /// The fused CPU path scores the observation targets as burn's graph does: the
+    /// summed log-likelihood under the observation mask agrees, so the positions the
+    /// observation loss reads were scored, not left at 0.
+    #[test]
+    fn fused_and_graph_paths_agree_on_the_observation_targets() {
+        let out = std::env::temp_dir().join(format!("arlbook-sft-observed-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&out);
+        let config = TrainConfig {
+            model: ModelConfig {
+                layers: 1,
+                width: 32,
+                heads: 2,
+                context: 640,
+                ..ModelConfig::default()
+            },
+            ..TrainConfig::default()
+        };
+        let (demos, _) = demonstrations(&config, 3);
+        let trainer = Trainer::fresh(config, &out, burn::tensor::Device::flex()).unwrap();
+        let rows: Vec<&Demonstration> = demos.iter().collect();
+        let (micro, masks) = demonstration_batch(&rows, true, &trainer.device);
+        let observation = masks.observation.unwrap();
+        let weights = weights_for(&trainer.model, &trainer.plain)
+            .unwrap()
+            .unwrap();
+        let summed = |path| -> f64 {
+            let scored = score(
+                path,
+                &trainer.model,
+                &micro.tokens,
+                1.0,
+                Entropy::Skip,
+                &trainer.device,
+            )
+            .unwrap();
+            let total = (scored.logp * observation.clone()).sum();
+            f64::from(total.try_into_scalar::<f32>().unwrap())
+        };
+        let fused = summed(Path::Fused(&weights));
+        let graph = summed(Path::Graph);
+        assert!(fused < 0.0, "{fused}");
+        assert!(
+            (fused - graph).abs() < 1e-4 * graph.abs(),
+            "{fused} vs {graph}"
+        );
+        let _ = std::fs::remove_dir_all(&out);
     }
 
     #[test]
