@@ -12,8 +12,8 @@ pub mod jobs;
 pub mod metrics;
 
 /// A real run's metrics (`arlbook train --config configs/cpu-small.toml --seed 7`, with
-/// demonstrations from 48,000 tasks and GRPO sampling at 1.2;
-/// `configs/record/cosine-t1.2-grpo600/seed-7/`): every
+/// the tool results as SFT targets at weight 0.5, demonstrations from 48,000 tasks and
+/// GRPO sampling at 1.2; `configs/record/observation-loss/seed-7/`): every
 /// tenth of its 6,000 SFT rows, its 600 GRPO rows and 25 validation rows (the probe,
 /// selection and gate rows left out), reduced to the fields the chart reads.
 pub const RECORDED_RUN: &str = include_str!("../../../data/recorded-run.jsonl");
