@@ -560,6 +560,7 @@ mod tests {
         let (demos, _) = demonstrations(&config, 7);
         assert!(demos.len() >= 5, "the teacher solves most training tasks");
         let trainer = Trainer::fresh(config, &out, burn::tensor::Device::flex()).unwrap();
+        let mut readings = Vec::new();
         for observation_weight in [0.0, 0.5] {
             let mut whole: Vec<&Demonstration> = demos.iter().collect();
             let mut sliced = whole.clone();
@@ -580,7 +581,11 @@ mod tests {
                 (norm_whole - norm_sliced).abs() < 1e-4 * norm_whole,
                 "{norm_whole} vs {norm_sliced} (observation weight {observation_weight})"
             );
+            readings.push((loss_whole, norm_whole));
         }
+        // The logged loss is the actions' alone; the observations change the gradient.
+        assert_eq!(readings[0].0, readings[1].0);
+        assert!((readings[0].1 - readings[1].1).abs() > 1e-3 * readings[0].1);
         let _ = std::fs::remove_dir_all(&out);
     }
 
