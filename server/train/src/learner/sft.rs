@@ -540,12 +540,10 @@ mod tests {
     use super::*;
     use crate::config::{ModelConfig, TrainConfig};
 
-    /// Slicing a step into microbatches must not change what the step computes: the
-    /// loss is the whole step's token mean and the gradient is the same (its global
-    /// norm compared here), because each slice divides by the step's token count.
-    #[test]
-    fn sliced_sft_step_equals_one_pass_over_the_batch() {
-        let out = std::env::temp_dir().join(format!("arlbook-sft-slices-{}", std::process::id()));
+    /// A fresh one-block trainer in its own temporary folder (removed by the caller)
+    /// and the teacher's demonstrations on the first `tasks` training tasks.
+    fn tiny_trainer(name: &str, tasks: usize) -> (Trainer, Vec<Demonstration>, std::path::PathBuf) {
+        let out = std::env::temp_dir().join(format!("arlbook-sft-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&out);
         let config = TrainConfig {
             model: ModelConfig {
@@ -557,9 +555,18 @@ mod tests {
             },
             ..TrainConfig::default()
         };
-        let (demos, _) = demonstrations(&config, 7);
-        assert!(demos.len() >= 5, "the teacher solves most training tasks");
+        let (demos, _) = demonstrations(&config, tasks);
         let trainer = Trainer::fresh(config, &out, burn::tensor::Device::flex()).unwrap();
+        (trainer, demos, out)
+    }
+
+    /// Slicing a step into microbatches must not change what the step computes: the
+    /// loss is the whole step's token mean and the gradient is the same (its global
+    /// norm compared here), because each slice divides by the step's token count.
+    #[test]
+    fn sliced_sft_step_equals_one_pass_over_the_batch() {
+        let (trainer, demos, out) = tiny_trainer("slices", 7);
+        assert!(demos.len() >= 5, "the teacher solves most training tasks");
         let mut readings = Vec::new();
         for observation_weight in [0.0, 0.5] {
             let mut whole: Vec<&Demonstration> = demos.iter().collect();
@@ -633,24 +640,29 @@ mod tests {
         }
     }
 
+    /// `demo` trained only from its second call on, as a taken-over demonstration is.
+    fn trained_from_the_second_call(demo: &Demonstration) -> Demonstration {
+        let second_call = demo
+            .record
+            .spans
+            .iter()
+            .filter(|s| s.role == SpanRole::Action)
+            .nth(1)
+            .unwrap()
+            .start;
+        Demonstration {
+            record: demo.record.clone(),
+            trained_from: second_call,
+        }
+    }
+
     /// A demonstration taken over by the teacher is trained only from `trained_from`:
     /// the mask keeps exactly its trained tokens, and all of a teacher episode's.
     #[test]
     fn the_mask_starts_at_each_demonstrations_trained_from() {
         let config = TrainConfig::default();
         let (demos, _) = demonstrations(&config, 3);
-        let record = demos[0].record.clone();
-        let second_call = record
-            .spans
-            .iter()
-            .filter(|s| s.role == arlbook_core::agent::SpanRole::Action)
-            .nth(1)
-            .unwrap()
-            .start;
-        let partial = Demonstration {
-            record,
-            trained_from: second_call,
-        };
+        let partial = trained_from_the_second_call(&demos[0]);
         assert!(partial.trained_tokens() < partial.record.generated_tokens());
         let rows = [&demos[1], &partial];
         let (_, masks) = demonstration_batch(&rows, false, &burn::tensor::Device::flex());
@@ -666,18 +678,7 @@ mod tests {
     fn the_observation_mask_holds_the_tool_results_up_to_the_last_action() {
         let config = TrainConfig::default();
         let (demos, _) = demonstrations(&config, 4);
-        let record = demos[0].record.clone();
-        let second_call = record
-            .spans
-            .iter()
-            .filter(|s| s.role == SpanRole::Action)
-            .nth(1)
-            .unwrap()
-            .start;
-        let partial = Demonstration {
-            record,
-            trained_from: second_call,
-        };
+        let partial = trained_from_the_second_call(&demos[0]);
         let rows = [&demos[1], &partial];
         let device = burn::tensor::Device::flex();
         let (micro, masks) = demonstration_batch(&rows, true, &device);
@@ -728,20 +729,7 @@ mod tests {
     /// observation loss reads were scored, not left at 0.
     #[test]
     fn fused_and_graph_paths_agree_on_the_observation_targets() {
-        let out = std::env::temp_dir().join(format!("arlbook-sft-observed-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&out);
-        let config = TrainConfig {
-            model: ModelConfig {
-                layers: 1,
-                width: 32,
-                heads: 2,
-                context: 640,
-                ..ModelConfig::default()
-            },
-            ..TrainConfig::default()
-        };
-        let (demos, _) = demonstrations(&config, 3);
-        let trainer = Trainer::fresh(config, &out, burn::tensor::Device::flex()).unwrap();
+        let (trainer, demos, out) = tiny_trainer("observed", 3);
         let rows: Vec<&Demonstration> = demos.iter().collect();
         let (micro, masks) = demonstration_batch(&rows, true, &trainer.device);
         let observation = masks.observation.unwrap();
