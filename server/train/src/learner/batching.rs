@@ -81,15 +81,20 @@ impl Tokens {
     }
 }
 
-/// `record` without the tokens (and spans) after the end of its last action.
-fn up_to_last_action(record: &EpisodeRecord) -> EpisodeRecord {
-    let end = record
+/// The token index just past `record`'s last action, `None` when it has no action.
+pub(crate) fn last_action_end(record: &EpisodeRecord) -> Option<usize> {
+    record
         .spans
         .iter()
         .filter(|s| s.role == SpanRole::Action)
         .map(|s| s.end)
         .max()
-        .unwrap_or(record.tokens.len());
+}
+
+/// `record` without the tokens (and spans) after the end of its last action (the
+/// whole record when it has none).
+fn up_to_last_action(record: &EpisodeRecord) -> EpisodeRecord {
+    let end = last_action_end(record).unwrap_or(record.tokens.len());
     let mut record = record.clone();
     record.tokens.truncate(end);
     record.spans.retain(|s| s.start < end);

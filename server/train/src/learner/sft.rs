@@ -430,15 +430,11 @@ pub(super) fn demonstration_gradients(
 /// observation loss: at or after `trained_from`, before the end of the last action
 /// (the microbatch stops there), and not the first token.
 fn observation_targets(demo: &Demonstration) -> impl Iterator<Item = usize> + '_ {
-    let spans = &demo.record.spans;
-    let last_action_end = spans
-        .iter()
-        .filter(|s| s.role == SpanRole::Action)
-        .map(|s| s.end)
-        .max()
-        .unwrap_or(0);
+    // No action, no observation target: nothing the policy did follows them.
+    let last_action_end = crate::learner::batching::last_action_end(&demo.record).unwrap_or(0);
     let first = demo.trained_from.max(1);
-    spans
+    demo.record
+        .spans
         .iter()
         .filter(|s| s.role == SpanRole::Observation)
         .flat_map(move |s| s.start.max(first)..s.end.min(last_action_end))
